@@ -1,0 +1,334 @@
+"""Typed stack config, validated in full before any resource is created.
+
+`load_stack_config` turns the raw config objects into frozen dataclasses or raises one
+ConfigError that lists every bad value by its full key (`gpu-tenancy:tenants[1].quota.gpumemMb`)
+with what is allowed, so a platform engineer fixes the file once instead of once per run.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from components import versions
+from components.gpu_catalog import GPU_MODELS, MOCK_PLUGIN_MAX_MB_PER_NODE, GpuModel
+from components.quota import Quota
+
+NODE_PORT_RANGE = range(30000, 32768)
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DURATION = re.compile(r"^([0-9]+(ms|s|m|h))+$")
+MAX_TENANT_NAME = 30
+MAX_WORKERS = 10
+MAX_CARDS_PER_NODE = 8
+
+MODE_DOCKER = "docker"
+MODE_KUBECONFIG = "kubeconfig"
+
+
+class ConfigError(ValueError):
+    """Every problem found in the stack config, each naming its key."""
+
+    def __init__(self, problems: list[tuple[str, str]]):
+        self.problems = problems
+        lines = "\n".join(f"  {key}: {msg}" for key, msg in problems)
+        super().__init__(f"invalid stack config ({len(problems)} problem(s)):\n{lines}")
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """The management cluster: a k3s container on a Docker network, or an adopted kubeconfig."""
+
+    mode: str
+    name: str
+    subnet: str
+    management_ip: str
+
+    @property
+    def network(self) -> ipaddress.IPv4Network:
+        return ipaddress.IPv4Network(self.subnet)
+
+
+@dataclass(frozen=True)
+class GpuFleet:
+    model: GpuModel
+    cards_per_node: int
+
+
+@dataclass(frozen=True)
+class TenantConfig:
+    name: str
+    kubernetes_version: str
+    workers: int
+    gpu: GpuFleet
+    quota: Quota
+    api_port: int
+    konnectivity_port: int
+    pod_cidr: str
+    service_cidr: str
+
+    @property
+    def worker_image(self) -> str:
+        return versions.KIND_NODE_IMAGES[self.kubernetes_version]
+
+    @property
+    def dns_service_ip(self) -> str:
+        return str(ipaddress.IPv4Network(self.service_cidr)[10])
+
+
+@dataclass(frozen=True)
+class HamiConfig:
+    # Passed as the scheduler's --node-lock-timeout flag, the only setting that takes effect.
+    node_lock_timeout: str = "5m"
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    project: str
+    cluster: ClusterConfig
+    tenants: tuple[TenantConfig, ...]
+    hami: HamiConfig = field(default_factory=HamiConfig)
+
+
+class _Reader:
+    """Collects problems while reading nested config with full key paths."""
+
+    def __init__(self, project: str):
+        self.project = project
+        self.problems: list[tuple[str, str]] = []
+
+    def key(self, path: str) -> str:
+        return f"{self.project}:{path}"
+
+    def fail(self, path: str, msg: str) -> None:
+        self.problems.append((self.key(path), msg))
+
+    def obj(self, value: object, path: str, allowed: Sequence[str]) -> Mapping[str, object]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            self.fail(path, f"must be an object with keys {', '.join(allowed)}")
+            return {}
+        for k in value:
+            if k not in allowed:
+                self.fail(f"{path}.{k}", f"unknown key; allowed: {', '.join(allowed)}")
+        return value
+
+    def integer(
+        self, m: Mapping[str, object], k: str, path: str, lo: int, hi: int, unit: str = "", default: int | None = None
+    ) -> int:
+        value = m.get(k, default)
+        where = f"{path}.{k}"
+        if value is None:
+            self.fail(where, f"is required: an integer {lo}-{hi}{unit}")
+            return lo
+        if isinstance(value, bool) or not isinstance(value, int):
+            hint = ""
+            if isinstance(value, str) and re.fullmatch(r"\s*[0-9.]+\s*[KMGT]i?[Bb]?\s*", value):
+                hint = " (units are not accepted: give plain MB, e.g. 10240 for 10Gi)"
+            self.fail(where, f"must be an integer {lo}-{hi}{unit}, got {value!r}{hint}")
+            return lo
+        if not lo <= value <= hi:
+            self.fail(where, f"must be {lo}-{hi}{unit}, got {value}")
+        return value
+
+    def string(self, m: Mapping[str, object], k: str, path: str, default: str | None = None) -> str:
+        value = m.get(k, default)
+        if not isinstance(value, str) or not value:
+            self.fail(f"{path}.{k}", f"is required: a non-empty string, got {value!r}")
+            return ""
+        return value
+
+
+def _cidr(r: _Reader, value: str, path: str) -> ipaddress.IPv4Network | None:
+    try:
+        return ipaddress.IPv4Network(value)
+    except ValueError:
+        r.fail(path, f"must be an IPv4 network like 10.244.0.0/16, got {value!r}")
+        return None
+
+
+def _cluster(r: _Reader, raw: object) -> ClusterConfig:
+    m = r.obj(raw, "cluster", ("mode", "name", "subnet", "managementIp"))
+    mode = r.string(m, "mode", "cluster", MODE_DOCKER)
+    if mode not in (MODE_DOCKER, MODE_KUBECONFIG):
+        r.fail("cluster.mode", f"must be '{MODE_DOCKER}' or '{MODE_KUBECONFIG}', got {mode!r}")
+    name = r.string(m, "name", "cluster", "gpu-lab")
+    if name and not _DNS_1035.match(name):
+        r.fail("cluster.name", f"must be a DNS label (lower case, digits, '-'), got {name!r}")
+    subnet = r.string(m, "subnet", "cluster", "172.30.0.0/24")
+    ip = r.string(m, "managementIp", "cluster", "172.30.0.2")
+    net = _cidr(r, subnet, "cluster.subnet")
+    try:
+        addr = ipaddress.IPv4Address(ip)
+        if net is not None and (addr not in net or addr in (net.network_address, net.broadcast_address)):
+            r.fail("cluster.managementIp", f"must be a host address inside {subnet}, got {ip}")
+        elif net is not None and addr == net.network_address + 1:
+            r.fail("cluster.managementIp", f"{ip} is the Docker network gateway; use another host address")
+    except ValueError:
+        r.fail("cluster.managementIp", f"must be an IPv4 address, got {ip!r}")
+    return ClusterConfig(mode=mode, name=name, subnet=subnet, management_ip=ip)
+
+
+_TENANT_KEYS = (
+    "name",
+    "kubernetesVersion",
+    "workers",
+    "gpu",
+    "quota",
+    "apiPort",
+    "konnectivityPort",
+    "podCidr",
+    "serviceCidr",
+)
+
+
+def _tenant(r: _Reader, raw: object, i: int, cluster_net: ipaddress.IPv4Network | None) -> TenantConfig | None:
+    path = f"tenants[{i}]"
+    m = r.obj(raw, path, _TENANT_KEYS)
+    if not m:
+        if raw is not None and isinstance(raw, Mapping):
+            r.fail(path, "is empty; a tenant needs at least a name and a gpu model")
+        elif raw is None:
+            r.fail(path, "is empty")
+        return None
+    name = r.string(m, "name", path)
+    if name and (not _DNS_1035.match(name) or len(name) > MAX_TENANT_NAME):
+        r.fail(
+            f"{path}.name",
+            f"must be a DNS-1035 label (a-z first, then a-z0-9-, at most {MAX_TENANT_NAME}), got {name!r}",
+        )
+    version = r.string(m, "kubernetesVersion", path, versions.DEFAULT_TENANT_VERSION)
+    if version and version not in versions.KIND_NODE_IMAGES:
+        r.fail(
+            f"{path}.kubernetesVersion",
+            f"no worker image is pinned for {version}; pinned: {', '.join(versions.KIND_NODE_IMAGES)}",
+        )
+    workers = r.integer(m, "workers", path, 1, MAX_WORKERS, default=1)
+
+    g = r.obj(m.get("gpu"), f"{path}.gpu", ("model", "cardsPerNode"))
+    model_key = r.string(g, "model", f"{path}.gpu")
+    model = GPU_MODELS.get(model_key)
+    if model_key and model is None:
+        r.fail(f"{path}.gpu.model", f"unknown GPU model {model_key!r}; allowed: {', '.join(sorted(GPU_MODELS))}")
+    cards = r.integer(g, "cardsPerNode", f"{path}.gpu", 1, MAX_CARDS_PER_NODE, default=1)
+    if model is not None and cards * model.memory_mb > MOCK_PLUGIN_MAX_MB_PER_NODE:
+        r.fail(
+            f"{path}.gpu.cardsPerNode",
+            f"{cards} x {model.memory_mb} MB = {cards * model.memory_mb} MB per node is more than the mock "
+            f"device plugin can advertise ({MOCK_PLUGIN_MAX_MB_PER_NODE} MB); use at most "
+            f"{MOCK_PLUGIN_MAX_MB_PER_NODE // model.memory_mb} {model.key} cards per node",
+        )
+
+    q = r.obj(m.get("quota"), f"{path}.quota", ("gpus", "gpumemMb", "gpucoresPercent"))
+    big = 10**9
+    quota = Quota(
+        gpus=r.integer(q, "gpus", f"{path}.quota", 1, big, " vGPUs"),
+        gpumem_mb=r.integer(q, "gpumemMb", f"{path}.quota", 1, big, " MB"),
+        gpucores=r.integer(q, "gpucoresPercent", f"{path}.quota", 1, big, " %"),
+    )
+    if model is not None and q:
+        if "gpumemMb" in q and isinstance(q["gpumemMb"], int) and 0 < quota.gpumem_mb < model.memory_mb:
+            r.fail(
+                f"{path}.quota.gpumemMb", f"{quota.gpumem_mb} MB is below one {model.key} card ({model.memory_mb} MB)"
+            )
+        if "gpucoresPercent" in q and isinstance(q["gpucoresPercent"], int) and 0 < quota.gpucores < model.cores:
+            r.fail(f"{path}.quota.gpucoresPercent", f"{quota.gpucores} % is below one card ({model.cores} %)")
+
+    api_port = r.integer(
+        m,
+        "apiPort",
+        path,
+        NODE_PORT_RANGE.start,
+        NODE_PORT_RANGE.stop - 1,
+        " (the management cluster's NodePort range)",
+        default=31443 + i,
+    )
+    konn_port = r.integer(
+        m,
+        "konnectivityPort",
+        path,
+        NODE_PORT_RANGE.start,
+        NODE_PORT_RANGE.stop - 1,
+        " (the management cluster's NodePort range)",
+        default=31132 + i,
+    )
+    pod_cidr = r.string(m, "podCidr", path, "10.244.0.0/16")
+    service_cidr = r.string(m, "serviceCidr", path, "10.96.0.0/16")
+    pod_net = _cidr(r, pod_cidr, f"{path}.podCidr")
+    svc_net = _cidr(r, service_cidr, f"{path}.serviceCidr")
+    if svc_net is not None and svc_net.num_addresses < 16:
+        r.fail(f"{path}.serviceCidr", f"{service_cidr} is too small: it must hold the DNS service IP (.10)")
+    for label, net in (("podCidr", pod_net), ("serviceCidr", svc_net)):
+        if net is not None and cluster_net is not None and net.overlaps(cluster_net):
+            r.fail(f"{path}.{label}", f"{net} overlaps the Docker network {cluster_net}")
+    if pod_net is not None and svc_net is not None and pod_net.overlaps(svc_net):
+        r.fail(f"{path}.serviceCidr", f"{svc_net} overlaps podCidr {pod_net}")
+    if model is None:
+        return None
+    return TenantConfig(
+        name=name,
+        kubernetes_version=version,
+        workers=workers,
+        gpu=GpuFleet(model=model, cards_per_node=cards),
+        quota=quota,
+        api_port=api_port,
+        konnectivity_port=konn_port,
+        pod_cidr=pod_cidr,
+        service_cidr=service_cidr,
+    )
+
+
+def load_stack_config(project: str, raw: Mapping[str, object], kubeconfig_given: bool = False) -> StackConfig:
+    """Validate the raw config objects (`cluster`, `tenants`, `hami`) into a StackConfig.
+
+    `kubeconfig_given` says whether the secret `kubeconfig` key is set (its value is not read
+    here: it stays a secret Output).
+    """
+    r = _Reader(project)
+    cluster = _cluster(r, raw.get("cluster"))
+    if cluster.mode == MODE_KUBECONFIG and not kubeconfig_given:
+        r.fail(
+            "kubeconfig",
+            "is required when cluster.mode is 'kubeconfig': "
+            'pulumi config set --secret kubeconfig -- "$(cat kubeconfig.yaml)"',
+        )
+    cluster_net = None
+    try:
+        cluster_net = ipaddress.IPv4Network(cluster.subnet)
+    except ValueError:
+        pass
+
+    h = r.obj(raw.get("hami"), "hami", ("nodeLockTimeout",))
+    lock_timeout = r.string(h, "nodeLockTimeout", "hami", HamiConfig.node_lock_timeout)
+    if lock_timeout and not _DURATION.match(lock_timeout):
+        r.fail("hami.nodeLockTimeout", f"must be a Go duration like 30s or 5m, got {lock_timeout!r}")
+
+    raw_tenants = raw.get("tenants")
+    indexed: list[tuple[int, TenantConfig]] = []
+    if not isinstance(raw_tenants, Sequence) or isinstance(raw_tenants, str | bytes) or not raw_tenants:
+        r.fail("tenants", "is required: a non-empty list of tenants")
+    else:
+        for i, t in enumerate(raw_tenants):
+            tenant = _tenant(r, t, i, cluster_net)
+            if tenant is not None:
+                indexed.append((i, tenant))
+        seen: dict[str, int] = {}
+        ports: dict[int, str] = {}
+        for i, t in indexed:
+            if t.name in seen:
+                r.fail(f"tenants[{i}].name", f"duplicate tenant name {t.name!r} (also tenants[{seen[t.name]}])")
+            seen.setdefault(t.name, i)
+            for label, port in (("apiPort", t.api_port), ("konnectivityPort", t.konnectivity_port)):
+                if port in ports:
+                    r.fail(f"tenants[{i}].{label}", f"port {port} is already used by {ports[port]}")
+                ports.setdefault(port, f"tenants[{i}].{label}")
+    if r.problems:
+        raise ConfigError(r.problems)
+    return StackConfig(
+        project=project,
+        cluster=cluster,
+        tenants=tuple(t for _, t in indexed),
+        hami=HamiConfig(node_lock_timeout=lock_timeout),
+    )

@@ -1,0 +1,109 @@
+"""GpuTenant: one team's whole GPU cluster: control plane, workers, CNI, HAMi, fake GPU fleet."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_docker as docker
+import pulumi_kubernetes as k8s
+
+from components.config import HamiConfig, TenantConfig
+from components.hami import Hami, HamiArgs
+from components.mock_gpu_inventory import MockGpuInventory, MockGpuInventoryArgs
+from components.tenant import Tenant, TenantArgs
+from components.tenant_network import TenantNetwork
+from components.worker_node import NodeBootstrap, WorkerNode, WorkerNodeArgs, token_id, worker_name
+
+
+@dataclass
+class GpuTenantArgs:
+    tenant: TenantConfig
+    hami: HamiConfig
+    lab_name: str
+    project: str
+    stack: str
+    management_provider: k8s.Provider
+    address: str
+    network: docker.Network
+    datastore: str
+    kamaji: pulumi.Resource | None = None
+
+
+class GpuTenant(pulumi.ComponentResource):
+    """Wires the per-tenant components in the order the design's graph gives.
+
+    Tenant -> NodeBootstrap -> WorkerNode xN -> TenantNetwork (needs a worker's image) ->
+    Hami (needs Ready nodes) and MockGpuInventory (needs the Node objects).
+    """
+
+    def __init__(self, name: str, args: GpuTenantArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-tenancy:index:GpuTenant", name, None, opts)
+        t = args.tenant
+        child = pulumi.ResourceOptions(parent=self)
+        self.control_plane = Tenant(
+            f"{name}-cp",
+            TenantArgs(
+                tenant=t,
+                management_provider=args.management_provider,
+                address=args.address,
+                datastore=args.datastore,
+                project=args.project,
+                stack=args.stack,
+                kamaji=args.kamaji,
+            ),
+            opts=child,
+        )
+        provider = self.control_plane.provider
+        self.bootstrap = NodeBootstrap(
+            f"{name}-bootstrap", token_id(args.project, args.stack, t.name), provider, opts=child
+        )
+        self.workers = [
+            WorkerNode(
+                f"{name}-worker-{i}",
+                WorkerNodeArgs(
+                    node_name=worker_name(args.lab_name, t.name, i),
+                    image=t.worker_image,
+                    network=args.network.name,
+                    endpoint=f"{args.address}:{t.api_port}",
+                    bootstrap=self.bootstrap,
+                    tenant_kubeconfig=self.control_plane.automation_kubeconfig,
+                ),
+                opts=child,
+            )
+            for i in range(t.workers)
+        ]
+        self.network = TenantNetwork(
+            f"{name}-network", self.workers[0].container.name, t.pod_cidr, provider, opts=child
+        )
+        joins: list[pulumi.Resource] = [w.join for w in self.workers]
+        self.inventory = MockGpuInventory(
+            f"{name}-gpus",
+            MockGpuInventoryArgs(
+                tenant=t.name,
+                fleet=t.gpu,
+                nodes=[w.node_name for w in self.workers],
+                provider=provider,
+                kubeconfig=self.control_plane.automation_kubeconfig,
+                node_ready=joins,
+            ),
+            opts=child,
+        )
+        self.hami = Hami(
+            f"{name}-hami",
+            HamiArgs(
+                provider=provider,
+                kubernetes_version=t.kubernetes_version,
+                node_lock_timeout=args.hami.node_lock_timeout,
+                depends_on=[*joins, self.network, self.inventory],
+            ),
+            opts=child,
+        )
+        self.register_outputs(
+            {
+                "endpoint": self.control_plane.endpoint,
+                "kubeconfig": self.control_plane.kubeconfig,
+                "nodes": [w.node_name for w in self.workers],
+                "inventory": self.inventory.summary,
+            }
+        )

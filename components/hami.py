@@ -1,0 +1,74 @@
+"""Hami: HAMi's chart in one tenant, with the mock device plugin in place of the real one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import versions
+
+HAMI_NAMESPACE = "hami-system"
+# A release name containing "hami" keeps the chart's fullname "hami" (hami-scheduler, ...).
+HAMI_RELEASE = "hami"
+HELM_TIMEOUT_SECONDS = 900
+
+
+def hami_values(kubernetes_version: str, node_lock_timeout: str) -> dict[str, Any]:
+    """Chart values for a GPU-less tenant.
+
+    - the real NVIDIA device plugin needs NVML and crash-loops without GPUs: off; mock plugin on;
+    - kube-scheduler from registry.k8s.io at the tenant's own version (the chart default is a
+      mirror registry and an empty tag derived from a cluster version it cannot see);
+    - the node-lock expiry only takes effect as the extender's --node-lock-timeout flag
+      (the chart's nodeLockExpire value is overwritten by that flag's default);
+    - ClusterIP service: the chart's fixed NodePorts would collide between installs.
+    """
+    return {
+        "devicePlugin": {"enabled": False},
+        "mockDevicePlugin": {"enabled": True},
+        "scheduler": {
+            "kubeScheduler": {
+                "image": {
+                    "registry": versions.KUBE_SCHEDULER_REGISTRY,
+                    "repository": versions.KUBE_SCHEDULER_REPOSITORY,
+                    "tag": kubernetes_version,
+                }
+            },
+            "extender": {"extraArgs": ["--debug", "-v=4", f"--node-lock-timeout={node_lock_timeout}"]},
+            "service": {"type": "ClusterIP"},
+        },
+    }
+
+
+@dataclass
+class HamiArgs:
+    provider: k8s.Provider
+    kubernetes_version: str
+    node_lock_timeout: str
+    # Nodes and CNI: the scheduler pod needs a Ready node before the release can be ready.
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
+
+
+class Hami(pulumi.ComponentResource):
+    """A real Helm release (its webhook certificates come from Helm hook jobs)."""
+
+    release: k8s.helm.v3.Release
+
+    def __init__(self, name: str, args: HamiArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-tenancy:index:Hami", name, None, opts)
+        self.release = k8s.helm.v3.Release(
+            f"{name}-release",
+            name=HAMI_RELEASE,
+            chart=versions.HAMI_CHART,
+            version=versions.HAMI_CHART_VERSION,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.HAMI_REPO),
+            namespace=HAMI_NAMESPACE,
+            create_namespace=True,
+            values=hami_values(args.kubernetes_version, args.node_lock_timeout),
+            timeout=HELM_TIMEOUT_SECONDS,
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.depends_on),
+        )
+        self.register_outputs({"status": self.release.status})

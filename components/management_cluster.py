@@ -1,0 +1,108 @@
+"""ManagementCluster: the cluster Kamaji runs in, as a k3s container or an adopted kubeconfig."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_command as command
+import pulumi_docker as docker
+import pulumi_kubernetes as k8s
+
+from components import versions
+from components.config import MODE_DOCKER, ClusterConfig
+from components.kubeconfig import rewrite_server
+
+K3S_API_PORT = 6443
+
+# Waits for k3s to write its kubeconfig and for its API to answer, then prints the kubeconfig.
+READ_KUBECONFIG = """set -eu
+i=0
+until docker exec "$CONTAINER" kubectl get --raw /readyz >/dev/null 2>&1; do
+  i=$((i + 1))
+  if [ "$i" -ge 150 ]; then echo "k3s in $CONTAINER was not ready after 300 s" >&2; exit 1; fi
+  sleep 2
+done
+docker exec "$CONTAINER" cat /etc/rancher/k3s/k3s.yaml
+"""
+
+
+@dataclass
+class ManagementClusterArgs:
+    cluster: ClusterConfig
+    # Given when the cluster is adopted (config mode "kubeconfig"); a secret.
+    kubeconfig: pulumi.Input[str] | None = None
+
+
+class ManagementCluster(pulumi.ComponentResource):
+    """Network + k3s server container + its kubeconfig as a secret, or an adopted kubeconfig.
+
+    Either way the result is `provider`, a kubernetes Provider every platform resource uses, and
+    `network_name`, the Docker network the tenants' worker containers join.
+    """
+
+    kubeconfig: pulumi.Output[str]
+    provider: k8s.Provider
+    network: docker.Network
+    address: str
+
+    def __init__(self, name: str, args: ManagementClusterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-tenancy:index:ManagementCluster", name, None, opts)
+        c = args.cluster
+        self.address = c.management_ip
+        child = pulumi.ResourceOptions(parent=self)
+        self.network = docker.Network(
+            f"{name}-network",
+            name=c.name,
+            driver="bridge",
+            ipam_configs=[docker.NetworkIpamConfigArgs(subnet=c.subnet)],
+            opts=child,
+        )
+        if c.mode == MODE_DOCKER:
+            self.kubeconfig = self._k3s(name, c, child)
+        else:
+            if args.kubeconfig is None:
+                raise ValueError("an adopted management cluster needs its kubeconfig")
+            self.kubeconfig = pulumi.Output.secret(args.kubeconfig)
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.register_outputs({"kubeconfig": self.kubeconfig, "network": self.network.name})
+
+    def _k3s(self, name: str, c: ClusterConfig, child: pulumi.ResourceOptions) -> pulumi.Output[str]:
+        image = docker.RemoteImage(f"{name}-k3s-image", name=versions.K3S_IMAGE, keep_locally=True, opts=child)
+        data = docker.Volume(f"{name}-k3s-data", name=f"{c.name}-k3s-data", opts=child)
+        container = docker.Container(
+            f"{name}-k3s",
+            name=f"{c.name}-k3s",
+            hostname=f"{c.name}-k3s",
+            image=image.image_id,
+            command=[
+                "server",
+                f"--tls-san={c.management_ip}",
+                f"--node-ip={c.management_ip}",
+                "--disable=traefik",
+                "--disable=servicelb",
+            ],
+            privileged=True,
+            tmpfs={"/run": "", "/var/run": ""},
+            volumes=[docker.ContainerVolumeArgs(volume_name=data.name, container_path="/var/lib/rancher/k3s")],
+            networks_advanced=[
+                docker.ContainerNetworksAdvancedArgs(name=self.network.name, ipv4_address=c.management_ip)
+            ],
+            restart="unless-stopped",
+            must_run=True,
+            opts=child,
+        )
+        read = command.local.Command(
+            f"{name}-k3s-kubeconfig",
+            create=READ_KUBECONFIG,
+            environment={"CONTAINER": container.name},
+            triggers=[container.id],
+            logging=command.local.Logging.NONE,
+            opts=pulumi.ResourceOptions(parent=self, additional_secret_outputs=["stdout"]),
+        )
+        server = f"https://{c.management_ip}:{K3S_API_PORT}"
+        return pulumi.Output.secret(read.stdout.apply(lambda text: rewrite_server(text, server)))

@@ -1,0 +1,90 @@
+"""MockGpuInventory: the fake cards of each worker node, as HAMi and its mock plugin read them."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config import GpuFleet
+from components.hami_annotations import GPU_NODE_LABEL, NODE_REGISTER, DeviceInfo, encode_node_register
+from components.node_gpu_capacity import NodeGpuCapacity
+
+
+def node_devices(tenant: str, node: str, fleet: GpuFleet) -> list[DeviceInfo]:
+    """One register entry per fake card; ids unique across tenants and nodes."""
+    base = re.sub(r"[^A-Za-z0-9-]", "-", f"GPU-{tenant}-{node}")
+    return [
+        DeviceInfo(
+            id=f"{base}-{i}",
+            index=i,
+            count=fleet.model.split_count,
+            devmem=fleet.model.memory_mb,
+            devcore=fleet.model.cores,
+            type=fleet.model.hami_type,
+        )
+        for i in range(fleet.cards_per_node)
+    ]
+
+
+def gpu_capacity(fleet: GpuFleet) -> int:
+    """`nvidia.com/gpu` to seed: the number of concurrent vGPUs the node's cards accept."""
+    return fleet.cards_per_node * fleet.model.split_count
+
+
+def inventory_summary(fleet: GpuFleet, nodes: int) -> dict[str, object]:
+    cards = nodes * fleet.cards_per_node
+    return {
+        "model": fleet.model.display_name,
+        "cards": cards,
+        "memoryMb": cards * fleet.model.memory_mb,
+        "coresPercent": cards * fleet.model.cores,
+    }
+
+
+@dataclass
+class MockGpuInventoryArgs:
+    tenant: str
+    fleet: GpuFleet
+    nodes: list[str]
+    provider: k8s.Provider
+    kubeconfig: pulumi.Input[str]
+    # Whatever makes the Node objects exist (the kubeadm joins); no data flows from them.
+    node_ready: list[pulumi.Resource] = field(default_factory=list)
+
+
+class MockGpuInventory(pulumi.ComponentResource):
+    """Per node: label gpu=on + device-register annotation, then the status capacity seed.
+
+    The annotation goes first: HAMi 2.8 reads a node's devices when its nvidia.com/gpu
+    allocatable changes, so the capacity seed must find the annotation already there.
+    """
+
+    def __init__(self, name: str, args: MockGpuInventoryArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-tenancy:index:MockGpuInventory", name, None, opts)
+        self.patches: list[k8s.core.v1.NodePatch] = []
+        self.capacities: list[NodeGpuCapacity] = []
+        for node in args.nodes:
+            patch = k8s.core.v1.NodePatch(
+                f"{name}-{node}",
+                metadata=k8s.meta.v1.ObjectMetaPatchArgs(
+                    name=node,
+                    labels={GPU_NODE_LABEL[0]: GPU_NODE_LABEL[1]},
+                    annotations={NODE_REGISTER: encode_node_register(node_devices(args.tenant, node, args.fleet))},
+                ),
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.node_ready),
+            )
+            self.patches.append(patch)
+            self.capacities.append(
+                NodeGpuCapacity(
+                    f"{name}-{node}-capacity",
+                    kubeconfig=args.kubeconfig,
+                    node=node,
+                    count=gpu_capacity(args.fleet),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[patch]),
+                )
+            )
+        self.summary = inventory_summary(args.fleet, len(args.nodes))
+        self.register_outputs({"nodes": args.nodes, "inventory": self.summary})

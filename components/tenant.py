@@ -1,0 +1,150 @@
+"""Tenant: one Kamaji TenantControlPlane, waited for, and a Provider built from its kubeconfig."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config import TenantConfig
+
+TCP_API_VERSION = "kamaji.clastix.io/v1alpha1"
+TCP_KIND = "TenantControlPlane"
+READY_TIMEOUT_SECONDS = 900
+# super-admin.conf (system:masters) rather than admin.conf: Kamaji binds admin.conf's group only
+# after the TCP reports Ready, so admin.conf answers 403 for a while (kamaji#1167).
+PROVIDER_KUBECONFIG_KEY = "super-admin.conf"
+USER_KUBECONFIG_KEY = "admin.conf"
+
+# What kind's own kubelets run with inside kindest/node containers; Kamaji's generated
+# KubeletConfiguration lacks these, so they are added (op add: the keys are absent).
+KIND_KUBELET_PATCHES: tuple[dict[str, Any], ...] = (
+    {"op": "add", "path": "/cgroupDriver", "value": "systemd"},
+    {"op": "add", "path": "/cgroupRoot", "value": "/kubelet"},
+    {"op": "add", "path": "/failSwapOn", "value": False},
+    {"op": "add", "path": "/imageGCHighThresholdPercent", "value": 100},
+    {
+        "op": "add",
+        "path": "/evictionHard",
+        "value": {"nodefs.available": "0%", "nodefs.inodesFree": "0%", "imagefs.available": "0%"},
+    },
+)
+
+
+def datastore_schema(project: str, stack: str, tenant: str) -> str:
+    """Per-tenant etcd key prefix; immutable in Kamaji, so derived from stable names only."""
+    return f"{project}_{stack}_{tenant}".replace("-", "_")
+
+
+def tenant_namespace(tenant: str) -> str:
+    return f"tenant-{tenant}"
+
+
+def control_plane_spec(t: TenantConfig, address: str, datastore: str, schema: str) -> dict[str, Any]:
+    """The TenantControlPlane spec: NodePort on the management address, addons named explicitly."""
+    return {
+        "dataStore": datastore,
+        "dataStoreSchema": schema,
+        "dataStoreUsername": schema,
+        "controlPlane": {
+            "deployment": {"replicas": 1},
+            "service": {"serviceType": "NodePort"},
+        },
+        "kubernetes": {
+            "version": t.kubernetes_version,
+            "kubelet": {
+                "configurationJSONPatches": [dict(p) for p in KIND_KUBELET_PATCHES],
+                "preferredAddressTypes": ["InternalIP", "ExternalIP", "Hostname"],
+            },
+        },
+        "networkProfile": {
+            "address": address,
+            "port": t.api_port,
+            "certSANs": ["127.0.0.1", "localhost", address],
+            "podCidrs": [t.pod_cidr],
+            "serviceCidrs": [t.service_cidr],
+            "dnsServiceIPs": [t.dns_service_ip],
+        },
+        "addons": {
+            "coreDNS": {},
+            "kubeProxy": {},
+            "konnectivity": {"server": {"port": t.konnectivity_port}, "agent": {"mode": "DaemonSet"}},
+        },
+    }
+
+
+@dataclass
+class TenantArgs:
+    tenant: TenantConfig
+    management_provider: k8s.Provider
+    # The management cluster address that workers and the host reach NodePorts on.
+    address: str
+    datastore: str
+    project: str
+    stack: str
+    # Kamaji's release: the TCP must be created after, and deleted before, Kamaji.
+    kamaji: pulumi.Resource | None = None
+
+
+def _decode(data: dict[str, str], key: str) -> str:
+    return base64.b64decode(data[key]).decode()
+
+
+class Tenant(pulumi.ComponentResource):
+    """A TenantControlPlane with Konnectivity, waited until Ready, and its kubeconfigs as secrets."""
+
+    endpoint: pulumi.Output[str]
+    # admin.conf: what people get (stack output).
+    kubeconfig: pulumi.Output[str]
+    # super-admin.conf: what the program's own automation uses (provider, node clean-up).
+    automation_kubeconfig: pulumi.Output[str]
+    provider: k8s.Provider
+
+    def __init__(self, name: str, args: TenantArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-tenancy:index:Tenant", name, None, opts)
+        t = args.tenant
+        mgmt = pulumi.ResourceOptions(parent=self, provider=args.management_provider)
+        self.namespace = k8s.core.v1.Namespace(
+            f"{name}-ns",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=tenant_namespace(t.name)),
+            opts=mgmt,
+        )
+        self.control_plane = k8s.apiextensions.CustomResource(
+            f"{name}-tcp",
+            api_version=TCP_API_VERSION,
+            kind=TCP_KIND,
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=t.name,
+                namespace=self.namespace.metadata.name,
+                annotations={
+                    "pulumi.com/waitFor": "jsonpath={.status.kubernetesResources.version.status}=Ready",
+                    "pulumi.com/timeoutSeconds": str(READY_TIMEOUT_SECONDS),
+                },
+            ),
+            spec=control_plane_spec(
+                t, args.address, args.datastore, datastore_schema(args.project, args.stack, t.name)
+            ),
+            opts=pulumi.ResourceOptions.merge(
+                mgmt, pulumi.ResourceOptions(depends_on=[args.kamaji] if args.kamaji else [])
+            ),
+        )
+        # The id is built from the TCP's id, which is known only once the TCP exists and is Ready
+        # (and unknown while a new one is previewed), so the read never runs too early.
+        secret_id = pulumi.Output.all(self.control_plane.id, self.namespace.metadata.name).apply(
+            lambda a: f"{a[1]}/{t.name}-admin-kubeconfig"
+        )
+        secret = k8s.core.v1.Secret.get(f"{name}-admin-kubeconfig", secret_id, opts=mgmt)
+        self.kubeconfig = pulumi.Output.secret(secret.data.apply(lambda d: _decode(d, USER_KUBECONFIG_KEY)))
+        self.automation_kubeconfig = pulumi.Output.secret(
+            secret.data.apply(lambda d: _decode(d, PROVIDER_KUBECONFIG_KEY))
+        )
+        self.endpoint = pulumi.Output.from_input(f"https://{args.address}:{t.api_port}")
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=self.automation_kubeconfig,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.register_outputs({"endpoint": self.endpoint, "kubeconfig": self.kubeconfig})

@@ -1,0 +1,37 @@
+"""Pinned upstream versions: the one table every component reads.
+
+Pairs chosen to work together: HAMi chart 2.8.3 ships a device config that the mock device
+plugin 1.0.1 parses (charts 2.9.0+ crash it); Kamaji's chart is only published as
+0.0.0+latest, so its image tag is what pins the code; tenants stay on a Kubernetes minor for
+which Kamaji embeds kubeadm and konnectivity images exist.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+K3S_IMAGE = "docker.io/rancher/k3s:v1.35.0-k3s1"
+
+CERT_MANAGER_CHART = "cert-manager"
+CERT_MANAGER_REPO = "https://charts.jetstack.io"
+CERT_MANAGER_VERSION = "v1.18.3"
+
+KAMAJI_CHART = "kamaji"
+KAMAJI_REPO = "https://clastix.github.io/charts"
+KAMAJI_CHART_VERSION = "0.0.0+latest"
+KAMAJI_IMAGE_TAG = "26.8.2-edge"
+
+HAMI_CHART = "hami"
+HAMI_REPO = "https://project-hami.github.io/HAMi/"
+HAMI_CHART_VERSION = "2.8.3"
+
+KUBE_SCHEDULER_REGISTRY = "registry.k8s.io"
+KUBE_SCHEDULER_REPOSITORY = "kube-scheduler"
+
+# Tenant Kubernetes versions with a worker image of the same release.
+KIND_NODE_IMAGES = MappingProxyType(
+    {
+        "v1.35.1": "docker.io/kindest/node:v1.35.1",
+    }
+)
+DEFAULT_TENANT_VERSION = "v1.35.1"

@@ -1,0 +1,189 @@
+"""Runs `__main__.py` under `pulumi.runtime.set_mocks` and records every registration.
+
+Mocked: the engine and every provider (no Docker, no cluster). Command stdout, the Kamaji
+kubeconfig Secret and image ids are canned values, so the program's own data flow can run.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from google.protobuf import json_format
+from pulumi.runtime.mocks import MockMonitor
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECT = "gpu-tenancy"
+
+K3S_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters:
+- cluster: {certificate-authority-data: Q0E=, server: 'https://127.0.0.1:6443'}
+  name: default
+contexts:
+- context: {cluster: default, user: default}
+  name: default
+current-context: default
+users:
+- name: default
+  user: {client-certificate-data: Q0VSVA==, client-key-data: S0VZ}
+"""
+TENANT_ADMIN = K3S_KUBECONFIG.replace("127.0.0.1:6443", "tenant:1").replace("default", "admin")
+TENANT_SUPER = K3S_KUBECONFIG.replace("127.0.0.1:6443", "tenant:1").replace("default", "super")
+KINDNET_TEMPLATE = """apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: kindnet, namespace: kube-system}
+spec:
+  template:
+    spec:
+      containers:
+      - name: kindnet-cni
+        env:
+        - {name: POD_SUBNET, value: {{ .PodSubnet }}}
+"""
+TOKEN_SECRET = "abcdefghij012345"
+
+
+SIG = "4dabf18193072939515e22adb298388d"
+SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
+
+
+def _unwrap(value: Any) -> Any:
+    """Replace Pulumi's secret envelopes by {"secret": value} so tests can see both facts."""
+    if isinstance(value, dict):
+        if value.get(SIG) == SECRET_SIG:
+            return {"secret": _unwrap(value.get("value"))}
+        return {k: _unwrap(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwrap(v) for v in value]
+    return value
+
+
+@dataclass
+class Registration:
+    type: str
+    name: str
+    urn: str
+    parent: str
+    custom: bool
+    inputs: dict[str, Any]
+    dependencies: list[str]
+    property_dependencies: dict[str, list[str]]
+    provider: str
+    read_id: str | None = None
+
+
+class ProgramMocks(pulumi.runtime.Mocks):
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        state = dict(args.inputs)
+        if args.typ == "command:local:Command":
+            script = args.inputs.get("create", "")
+            if "k3s.yaml" in script:
+                state["stdout"] = K3S_KUBECONFIG
+            elif "default-cni.yaml" in script:
+                state["stdout"] = KINDNET_TEMPLATE
+            else:
+                state["stdout"] = TOKEN_SECRET + "\n"
+        elif args.typ == "docker:index/remoteImage:RemoteImage":
+            state["imageId"] = "sha256:" + args.inputs["name"].encode().hex()[:12]
+        elif args.typ == "kubernetes:core/v1:Secret" and args.resource_id:
+            state["data"] = {
+                "admin.conf": base64.b64encode(TENANT_ADMIN.encode()).decode(),
+                "super-admin.conf": base64.b64encode(TENANT_SUPER.encode()).decode(),
+            }
+        return (args.resource_id or f"{args.name}-id", state)
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        return {}
+
+
+@dataclass
+class Recorder(MockMonitor):
+    registrations: list[Registration] = field(default_factory=list)
+    stack_outputs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__init__(ProgramMocks())
+
+    def _record(self, request: Any, read_id: str | None = None) -> None:
+        inputs = _unwrap(json_format.MessageToDict(request.properties if read_id else request.object))
+        self.registrations.append(
+            Registration(
+                type=request.type,
+                name=request.name,
+                urn=self.make_urn(request.parent, request.type, request.name),
+                parent=request.parent,
+                custom=request.custom if not read_id else True,
+                inputs=inputs,
+                dependencies=list(request.dependencies),
+                property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()}
+                if not read_id
+                else {},
+                provider=request.provider,
+                read_id=read_id,
+            )
+        )
+
+    def RegisterResource(self, request):
+        if request.type != "pulumi:pulumi:Stack":
+            self._record(request)
+        return super().RegisterResource(request)
+
+    def ReadResource(self, request):
+        self._record(request, read_id=request.id)
+        return super().ReadResource(request)
+
+    # Queries used by the tests.
+    def of_type(self, typ: str) -> list[Registration]:
+        return [r for r in self.registrations if r.type == typ]
+
+    def named(self, name: str) -> Registration:
+        (found,) = [r for r in self.registrations if r.name == name]
+        return found
+
+    def by_urn(self, urn: str) -> Registration:
+        (found,) = [r for r in self.registrations if r.urn == urn]
+        return found
+
+
+def load_config_file(path: Path) -> dict[str, Any]:
+    import yaml
+
+    return yaml.safe_load(path.read_text())["config"]
+
+
+def run_program(config: dict[str, Any], stack: str = "dev", secret_keys: tuple[str, ...] = ()) -> Recorder:
+    """Run the real `__main__.py` against mocks; config keys are `gpu-tenancy:<key>`."""
+    recorder = Recorder()
+    pulumi.runtime.set_mocks(ProgramMocks(), project=PROJECT, stack=stack, preview=False, monitor=recorder)
+    pulumi.runtime.set_all_config(
+        {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()},
+        [f"{k}" for k in secret_keys],
+    )
+
+    @pulumi.runtime.test
+    def program():
+        runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+        exports = pulumi.runtime.settings.get_root_resource().outputs
+        return pulumi.Output.all(*[_describe(v) for v in exports.values()]).apply(
+            lambda vals: recorder.stack_outputs.update(zip(exports, vals, strict=True))
+        )
+
+    program()
+    return recorder
+
+
+def _describe(value: Any) -> pulumi.Output[Any]:
+    """An export's plain value, with each secret Output wrapped as {"secret": value}."""
+    if isinstance(value, dict):
+        keys = list(value)
+        return pulumi.Output.all(*[_describe(value[k]) for k in keys]).apply(lambda v: dict(zip(keys, v, strict=True)))
+    if isinstance(value, list):
+        return pulumi.Output.all(*[_describe(v) for v in value]).apply(list)
+    out = pulumi.Output.from_input(value)
+    return pulumi.Output.all(out, out.is_secret()).apply(lambda p: {"secret": p[0]} if p[1] else p[0])

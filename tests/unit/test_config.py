@@ -1,0 +1,129 @@
+"""Stack config validation: each bad value gives one error naming its key, and no resource."""
+
+import copy
+
+import pytest
+
+from components.config import ConfigError, load_stack_config
+from tests.unit.harness import ROOT, load_config_file, run_program
+
+DEV = load_config_file(ROOT / "Pulumi.dev.yaml")
+
+
+def raw(config: dict) -> dict:
+    return {k.split(":", 1)[1]: v for k, v in config.items()}
+
+
+def test_dev_config_is_valid():
+    cfg = load_stack_config("gpu-tenancy", raw(DEV))
+    assert [t.name for t in cfg.tenants] == ["team-a", "team-b"]
+    a, b = cfg.tenants
+    assert (a.gpu.model.memory_mb, a.gpu.cards_per_node) == (81920, 1)
+    assert (b.gpu.model.memory_mb, b.gpu.cards_per_node) == (23034, 4)
+    assert a.dns_service_ip == "10.96.0.10" and b.dns_service_ip == "10.97.0.10"
+
+
+def mutate(path: str, value: object) -> dict:
+    """Copy of the dev config with one value replaced (path like 'tenants.0.quota.gpumemMb')."""
+    config = copy.deepcopy(DEV)
+    head, *rest = path.split(".")
+    node = config[f"gpu-tenancy:{head}"]
+    for i, part in enumerate(rest):
+        key = int(part) if part.isdigit() else part
+        if i == len(rest) - 1:
+            if value is DELETE:
+                del node[key]
+            else:
+                node[key] = value
+        else:
+            node = node[key]
+    return config
+
+
+DELETE = object()
+
+BAD = [
+    (
+        "tenants.0.gpu.model",
+        "H100",
+        "gpu-tenancy:tenants[0].gpu.model",
+        "unknown GPU model 'H100'; allowed: A100-80GB, L4",
+    ),
+    ("tenants.0.quota.gpumemMb", "10Gi", "gpu-tenancy:tenants[0].quota.gpumemMb", "give plain MB, e.g. 10240 for 10Gi"),
+    ("tenants.1.quota.gpumemMb", 20000, "gpu-tenancy:tenants[1].quota.gpumemMb", "below one L4 card (23034 MB)"),
+    ("tenants.0.quota.gpucoresPercent", 50, "gpu-tenancy:tenants[0].quota.gpucoresPercent", "below one card (100 %)"),
+    ("tenants.1.name", "team-a", "gpu-tenancy:tenants[1].name", "duplicate tenant name 'team-a'"),
+    ("tenants.0.name", "Team_A", "gpu-tenancy:tenants[0].name", "must be a DNS-1035 label"),
+    ("tenants.0.gpu.cardsPerNode", 2, "gpu-tenancy:tenants[0].gpu.cardsPerNode", "more than the mock device plugin"),
+    ("tenants.1.apiPort", 31443, "gpu-tenancy:tenants[1].apiPort", "port 31443 is already used by tenants[0].apiPort"),
+    ("tenants.0.apiPort", 6443, "gpu-tenancy:tenants[0].apiPort", "must be 30000-32767"),
+    ("tenants.0.kubernetesVersion", "v1.36.0", "gpu-tenancy:tenants[0].kubernetesVersion", "no worker image is pinned"),
+    ("tenants.0.podCidr", "172.30.0.0/16", "gpu-tenancy:tenants[0].podCidr", "overlaps the Docker network"),
+    ("tenants.0.gpu.modle", "A100-80GB", "gpu-tenancy:tenants[0].gpu.modle", "unknown key"),
+    ("cluster.mode", "kind", "gpu-tenancy:cluster.mode", "must be 'docker' or 'kubeconfig'"),
+    ("cluster.managementIp", "10.0.0.5", "gpu-tenancy:cluster.managementIp", "must be a host address inside"),
+    ("hami.nodeLockTimeout", "five minutes", "gpu-tenancy:hami.nodeLockTimeout", "Go duration"),
+    ("tenants.0.workers", 0, "gpu-tenancy:tenants[0].workers", "must be 1-10"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "key", "text"), BAD, ids=[b[0] + "=" + str(b[1]) for b in BAD])
+def test_bad_value_gives_one_error_naming_its_key(path, value, key, text):
+    with pytest.raises(ConfigError) as err:
+        load_stack_config("gpu-tenancy", raw(mutate(path, value)))
+    assert len(err.value.problems) == 1, err.value.problems
+    ((got_key, msg),) = err.value.problems
+    assert got_key == key
+    assert text in msg
+
+
+def test_all_problems_are_reported_together():
+    config = mutate("tenants.0.gpu.model", "H100")
+    config["gpu-tenancy:tenants"][1]["quota"]["gpus"] = "lots"
+    with pytest.raises(ConfigError) as err:
+        load_stack_config("gpu-tenancy", raw(config))
+    assert [k for k, _ in err.value.problems] == [
+        "gpu-tenancy:tenants[0].gpu.model",
+        "gpu-tenancy:tenants[1].quota.gpus",
+    ]
+
+
+def test_adopt_mode_needs_the_kubeconfig_secret():
+    config = mutate("cluster.mode", "kubeconfig")
+    with pytest.raises(ConfigError, match="gpu-tenancy:kubeconfig: is required"):
+        load_stack_config("gpu-tenancy", raw(config))
+    assert load_stack_config("gpu-tenancy", raw(config), kubeconfig_given=True).cluster.mode == "kubeconfig"
+
+
+def test_missing_tenants():
+    with pytest.raises(ConfigError, match="gpu-tenancy:tenants: is required"):
+        load_stack_config("gpu-tenancy", {"cluster": None})
+
+
+@pytest.mark.parametrize(("path", "value", "key", "text"), BAD[:10], ids=[b[0] for b in BAD[:10]])
+def test_program_stops_before_any_resource(path, value, key, text):
+    with pytest.raises(Exception, match=key.replace("[", r"\[").replace("]", r"\]")) as err:
+        run_program(mutate(path, value))
+    assert text in str(err.value)
+
+
+def test_program_with_bad_config_registers_nothing():
+    import json
+    import runpy
+
+    import pulumi
+
+    from tests.unit.harness import PROJECT, ProgramMocks, Recorder
+
+    rec = Recorder()
+    pulumi.runtime.set_mocks(ProgramMocks(), project=PROJECT, stack="dev", monitor=rec)
+    config = mutate("tenants.0.gpu.model", "H100")
+    pulumi.runtime.set_all_config({k: json.dumps(v) for k, v in config.items()}, [])
+
+    @pulumi.runtime.test
+    def program():
+        runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+
+    with pytest.raises(pulumi.RunError):
+        program()
+    assert rec.registrations == []

@@ -1,0 +1,178 @@
+"""The program's resource graph under mocks: every edge of the design's graph, the values sent
+to each chart and custom resource, secrets kept secret. Providers and engine are mocked."""
+
+import pytest
+
+from tests.unit.harness import KINDNET_TEMPLATE, ROOT, TENANT_SUPER, load_config_file, run_program
+
+DEV = load_config_file(ROOT / "Pulumi.dev.yaml")
+
+
+@pytest.fixture(scope="module")
+def rec():
+    return run_program(DEV)
+
+
+def deps(rec, name):
+    r = rec.named(name)
+    all_deps = set(r.dependencies)
+    for urns in r.property_dependencies.values():
+        all_deps.update(urns)
+    return {rec.by_urn(u).name for u in all_deps}
+
+
+def provider_name(reg):
+    return reg.provider.split("::")[-2] if reg.provider else None
+
+
+def test_management_cluster_edges(rec):
+    assert {"management-network", "management-k3s-image", "management-k3s-data"} <= deps(rec, "management-k3s")
+    assert "management-k3s" in deps(rec, "management-k3s-kubeconfig")
+    assert "management-k3s-kubeconfig" in deps(rec, "management-k8s")
+
+
+def test_management_kubeconfig_is_rewritten_and_secret(rec):
+    kc = rec.named("management-k8s").inputs["kubeconfig"]
+    assert "secret" in kc
+    assert "server: https://172.30.0.2:6443" in kc["secret"]
+    assert "127.0.0.1" not in kc["secret"]
+    k3s = rec.named("management-k3s").inputs
+    assert "--tls-san=172.30.0.2" in k3s["command"]
+    assert k3s["networksAdvanced"][0]["ipv4Address"] == "172.30.0.2"
+
+
+def test_kamaji_after_cert_manager_on_management_provider(rec):
+    assert "kamaji-cert-manager" in deps(rec, "kamaji-kamaji")
+    for name in ("kamaji-cert-manager", "kamaji-kamaji", "team-a-cp-tcp", "team-b-cp-tcp"):
+        assert provider_name(rec.named(name)) == "management-k8s"
+
+
+@pytest.mark.parametrize("team", ["team-a", "team-b"])
+def test_tenant_edges(rec, team):
+    assert {"kamaji-kamaji", f"{team}-cp-ns"} <= deps(rec, f"{team}-cp-tcp")
+    secret = rec.named(f"{team}-cp-admin-kubeconfig")
+    assert secret.read_id == f"tenant-{team}/{team}-admin-kubeconfig"
+    kc = rec.named(f"{team}-cp-k8s").inputs["kubeconfig"]
+    assert kc == {"secret": TENANT_SUPER}
+    # every tenant-side object goes through the tenant's own provider
+    tenant_side = [
+        f"{team}-bootstrap-token",
+        f"{team}-bootstrap-node-bootstrapper",
+        f"{team}-network-kindnet",
+        f"{team}-gpus-gpu-lab-{team}-worker-0",
+        f"{team}-hami-release",
+    ]
+    for name in tenant_side:
+        assert provider_name(rec.named(name)) == f"{team}-cp-k8s", name
+
+
+@pytest.mark.parametrize("team", ["team-a", "team-b"])
+def test_worker_edges(rec, team):
+    w = f"{team}-worker-0"
+    assert {"management-network", f"{w}-image", f"{w}-var"} <= deps(rec, f"{w}-container")
+    assert {f"{w}-container", f"{team}-bootstrap-token-secret", f"{team}-bootstrap-token"} <= deps(rec, f"{w}-join")
+    assert f"{w}-container" in deps(rec, f"{team}-network-cni-template")
+    assert f"{team}-network-cni-template" in deps(rec, f"{team}-network-kindnet")
+    node_patch = f"{team}-gpus-gpu-lab-{team}-worker-0"
+    assert f"{w}-join" in deps(rec, node_patch)
+    assert node_patch in deps(rec, f"{node_patch}-capacity")
+    hami = deps(rec, f"{team}-hami-release")
+    assert {f"{w}-join", f"{team}-network-kindnet", node_patch, f"{node_patch}-capacity"} <= hami
+
+
+def test_join_passes_secrets_by_environment(rec):
+    join = rec.named("team-a-worker-0-join").inputs
+    env = join["environment"]
+    assert "secret" in env["TOKEN"] or "secret" in env
+    assert "$TOKEN" in join["create"] and "abcdefghij" not in join["create"]
+    assert "kubeadm join" in join["create"] and "kubectl" in join["delete"]
+    container = rec.named("team-a-worker-0-container").inputs
+    assert container["name"] == "gpu-lab-team-a-worker-0" and container["privileged"] is True
+
+
+def test_bootstrap_token_secret(rec):
+    s = rec.named("team-a-bootstrap-token").inputs
+    assert s["type"] == "bootstrap.kubernetes.io/token"
+    assert s["metadata"]["name"].startswith("bootstrap-token-") and len(s["metadata"]["name"]) == 22
+    data = s["stringData"]["secret"]  # the token secret makes the whole map a Pulumi secret
+    assert data["token-secret"] == "abcdefghij012345"
+    assert data["usage-bootstrap-signing"] == "true"
+    assert data["auth-extra-groups"] == "system:bootstrappers:kubeadm:default-node-token"
+
+
+def test_cni_rendered_with_tenant_pod_cidr(rec):
+    a = rec.named("team-a-network-kindnet").inputs["yaml"]
+    b = rec.named("team-b-network-kindnet").inputs["yaml"]
+    assert a == KINDNET_TEMPLATE.replace("{{ .PodSubnet }}", "10.244.0.0/16")
+    assert "10.245.0.0/16" in b
+
+
+def test_inventory_annotations_and_capacity(rec):
+    a = rec.named("team-a-gpus-gpu-lab-team-a-worker-0").inputs["metadata"]
+    assert a["labels"] == {"gpu": "on"}
+    assert a["annotations"]["hami.io/node-nvidia-register"] == (
+        '[{"id":"GPU-team-a-gpu-lab-team-a-worker-0-0","index":0,"count":10,"devmem":81920,"devcore":100,'
+        '"type":"NVIDIA A100-SXM4-80GB","numa":0,"mode":"hami-core","health":true}]'
+    )
+    cap_a = rec.named("team-a-gpus-gpu-lab-team-a-worker-0-capacity").inputs
+    cap_b = rec.named("team-b-gpus-gpu-lab-team-b-worker-0-capacity").inputs
+    assert (cap_a["node"], cap_a["count"]) == ("gpu-lab-team-a-worker-0", 10)
+    assert cap_b["count"] == 40
+    assert "secret" in cap_a["kubeconfig"]
+    assert rec.named("team-a-gpus-gpu-lab-team-a-worker-0-capacity").type == (
+        "pulumi-python:dynamic/gpu-tenancy:NodeGpuCapacity"
+    )
+
+
+def test_chart_values(rec):
+    cm = rec.named("kamaji-cert-manager").inputs
+    assert (cm["chart"], cm["version"], cm["values"]) == ("cert-manager", "v1.18.3", {"crds": {"enabled": True}})
+    k = rec.named("kamaji-kamaji").inputs
+    assert (k["name"], k["namespace"], k["version"]) == ("kamaji", "kamaji-system", "0.0.0+latest")
+    assert k["repositoryOpts"]["repo"] == "https://clastix.github.io/charts"
+    assert k["values"]["image"] == {"tag": "26.8.2-edge", "pullPolicy": "IfNotPresent"}
+    assert k["values"]["telemetry"] == {"disabled": True}
+    h = rec.named("team-b-hami-release").inputs
+    assert (h["chart"], h["version"], h["name"], h["namespace"]) == ("hami", "2.8.3", "hami", "hami-system")
+    v = h["values"]
+    assert v["devicePlugin"] == {"enabled": False} and v["mockDevicePlugin"] == {"enabled": True}
+    assert v["scheduler"]["kubeScheduler"]["image"] == {
+        "registry": "registry.k8s.io",
+        "repository": "kube-scheduler",
+        "tag": "v1.35.1",
+    }
+    assert "--node-lock-timeout=5m" in v["scheduler"]["extender"]["extraArgs"]
+    assert v["scheduler"]["service"]["type"] == "ClusterIP"
+
+
+def test_tenants_share_nothing_that_could_collide(rec):
+    names = [r.inputs.get("name") for r in rec.of_type("docker:index/container:Container")]
+    assert len(names) == len(set(names)) == 3
+    tcps = rec.of_type("kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane")
+    ports = [
+        p
+        for t in tcps
+        for p in (
+            t.inputs["spec"]["networkProfile"]["port"],
+            t.inputs["spec"]["addons"]["konnectivity"]["server"]["port"],
+        )
+    ]
+    assert len(ports) == len(set(ports)) == 4
+    schemas = [t.inputs["spec"]["dataStoreSchema"] for t in tcps]
+    assert schemas == ["gpu_tenancy_dev_team_a", "gpu_tenancy_dev_team_b"]
+
+
+def test_stack_outputs(rec):
+    out = rec.stack_outputs
+    a = out["team-a"]
+    assert a["endpoint"] == "https://172.30.0.2:31443"
+    assert "secret" in a["kubeconfig"]
+    assert a["nodes"] == ["gpu-lab-team-a-worker-0"]
+    assert a["gpuInventory"] == {"model": "NVIDIA A100 80GB", "cards": 1, "memoryMb": 81920, "coresPercent": 100}
+    assert out["team-b"]["gpuInventory"] == {
+        "model": "NVIDIA L4 24GB",
+        "cards": 4,
+        "memoryMb": 92136,
+        "coresPercent": 400,
+    }
+    assert "secret" in out["managementKubeconfig"]

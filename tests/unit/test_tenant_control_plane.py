@@ -1,0 +1,67 @@
+"""The TenantControlPlane spec against Kamaji's CRD schema (a byte copy of upstream, in shared/)."""
+
+import ipaddress
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from components.config import load_stack_config
+from components.tenant import control_plane_spec, datastore_schema
+from tests.unit.harness import ROOT, load_config_file
+
+CRD = Path(ROOT).parent / "shared" / "fixtures" / "kamaji" / "kamaji.clastix.io_tenantcontrolplanes.yaml"
+
+
+def spec_schema() -> dict:
+    if not CRD.exists():
+        pytest.fail(f"Kamaji CRD fixture not found at {CRD}: the shared/ folder must sit beside the project")
+    crd = yaml.safe_load(CRD.read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]
+    return version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+
+
+@pytest.fixture(scope="module")
+def specs():
+    raw = {k.split(":", 1)[1]: v for k, v in load_config_file(ROOT / "Pulumi.dev.yaml").items()}
+    cfg = load_stack_config("gpu-tenancy", raw)
+    return [
+        control_plane_spec(t, cfg.cluster.management_ip, "default", datastore_schema("gpu-tenancy", "dev", t.name))
+        for t in cfg.tenants
+    ]
+
+
+def test_specs_validate_against_the_crd(specs):
+    schema = spec_schema()
+    for spec in specs:
+        jsonschema.validate(spec, schema)
+
+
+def test_schema_rejects_a_broken_spec(specs):
+    broken = dict(specs[0])
+    broken["controlPlane"] = {"service": {}}  # serviceType is required
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, spec_schema())
+
+
+def test_cel_rules_the_validator_cannot_run(specs):
+    for spec in specs:
+        net = spec["networkProfile"]
+        for cidr in net["podCidrs"] + net["serviceCidrs"]:
+            ipaddress.ip_network(cidr)  # isCIDR
+        assert ipaddress.ip_address(net["dnsServiceIPs"][0]) in ipaddress.ip_network(net["serviceCidrs"][0])
+
+
+def test_addons_named_explicitly_and_nodeport_in_range(specs):
+    a, b = specs
+    assert a["addons"]["coreDNS"] == {} and a["addons"]["kubeProxy"] == {}
+    assert a["addons"]["konnectivity"]["server"]["port"] == 31132
+    assert b["networkProfile"]["port"] == 31444
+    assert a["controlPlane"]["service"]["serviceType"] == "NodePort"
+    assert a["networkProfile"]["address"] == "172.30.0.2"
+    assert "172.30.0.2" in a["networkProfile"]["certSANs"]
+    assert a["controlPlane"]["deployment"]["replicas"] == 1
+    patches = {p["path"]: p for p in a["kubernetes"]["kubelet"]["configurationJSONPatches"]}
+    assert patches["/cgroupDriver"] == {"op": "add", "path": "/cgroupDriver", "value": "systemd"}
+    assert a["dataStoreSchema"] == a["dataStoreUsername"] == "gpu_tenancy_dev_team_a"
