@@ -14,10 +14,15 @@ from dataclasses import dataclass, field
 
 from components import versions
 from components.gpu_catalog import GPU_MODELS, MOCK_PLUGIN_MAX_MB_PER_NODE, GpuModel
-from components.quota import Quota
+from components.quota import (
+    GpuRequest,
+    Quota,
+)
 
 NODE_PORT_RANGE = range(30000, 32768)
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+WORKLOAD_KINDS = ("Pod", "Deployment")
 _DURATION = re.compile(r"^([0-9]+(ms|s|m|h))+$")
 MAX_TENANT_NAME = 30
 MAX_WORKERS = 10
@@ -57,6 +62,23 @@ class GpuFleet:
 
 
 @dataclass(frozen=True)
+class WorkloadConfig:
+    """A GPU workload a tenant's stack declares (created in the tenant, released by BindRelease)."""
+
+    name: str
+    kind: str
+    image: str
+    replicas: int
+    request: GpuRequest
+    limits: tuple[tuple[str, int], ...]
+    namespace: str = "default"
+    command: tuple[str, ...] = ()
+    card_type: str | None = None
+    wait_seconds: int = 120
+    fail_on_pending: bool = True
+
+
+@dataclass(frozen=True)
 class TenantConfig:
     name: str
     kubernetes_version: str
@@ -67,6 +89,7 @@ class TenantConfig:
     konnectivity_port: int
     pod_cidr: str
     service_cidr: str
+    workloads: tuple[WorkloadConfig, ...] = ()
 
     @property
     def worker_image(self) -> str:

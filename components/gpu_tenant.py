@@ -9,6 +9,7 @@ import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
 from components.config import HamiConfig, TenantConfig
+from components.gpu_workload import GpuWorkload, GpuWorkloadArgs
 from components.hami import Hami, HamiArgs
 from components.mock_gpu_inventory import MockGpuInventory, MockGpuInventoryArgs
 from components.tenant import Tenant, TenantArgs
@@ -99,6 +100,28 @@ class GpuTenant(pulumi.ComponentResource):
             ),
             opts=child,
         )
+        namespaces = {w.namespace for w in t.workloads} - {"default"}
+        self.namespaces = [
+            k8s.core.v1.Namespace(
+                f"{name}-ns-{ns}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=ns),
+                opts=pulumi.ResourceOptions(parent=self, provider=provider),
+            )
+            for ns in sorted(namespaces)
+        ]
+        self.workloads = [
+            GpuWorkload(
+                f"{name}-{w.namespace}-{w.name}",
+                GpuWorkloadArgs(
+                    workload=w,
+                    provider=provider,
+                    kubeconfig=self.control_plane.automation_kubeconfig,
+                    depends_on=[self.hami, *self.namespaces],
+                ),
+                opts=child,
+            )
+            for w in t.workloads
+        ]
         self.register_outputs(
             {
                 "endpoint": self.control_plane.endpoint,

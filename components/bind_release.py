@@ -1,0 +1,111 @@
+"""BindRelease: a Python dynamic provider that finishes HAMi's mock allocation for a workload.
+
+For each pod of the workload it waits until HAMi has bound it, then sets bind-phase success and
+removes the node lock if (and only if) the lock names that pod (components.lock_release). A pod
+still unbound at the deadline is reported with the scheduler's reason: as outputs, and, with
+`fail_on_pending`, as the error that stops the update. The kubeconfig is a secret input, echoed
+in the outputs so update/delete can use it; no client is kept on the provider object (its
+__dict__ is pickled into the state). This module is imported by the provider process: importing
+it creates no resources and does no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+
+from components import lock_release
+
+WAIT_INPUTS = ("namespace", "pod_names", "selector", "count", "workload_uid")
+
+
+class PendingPodsError(Exception):
+    """Pods that HAMi did not bind before the deadline, with the scheduler's reasons."""
+
+
+def _run(props: dict[str, Any]) -> dict[str, Any]:
+    core = lock_release.core_api(props["kubeconfig"])
+    results = lock_release.wait_and_release_pods(
+        core,
+        props["namespace"],
+        timeout=float(props["timeout_seconds"]),
+        names=list(props["pod_names"]) if props.get("pod_names") else None,
+        selector=props.get("selector") or None,
+        count=int(props.get("count") or 0),
+    )
+    pods = [
+        {"name": r.name, "node": r.outcome.node or "", "status": r.outcome.status, "reason": r.outcome.detail}
+        for r in results
+    ]
+    pending = [p for p in pods if p["status"] == lock_release.NOT_BOUND]
+    if pending and props.get("fail_on_pending", True):
+        lines = "; ".join(f"{props['namespace']}/{p['name'] or '?'}: {p['reason']}" for p in pending)
+        raise PendingPodsError(
+            f"{len(pending)} pod(s) not scheduled by HAMi within {props['timeout_seconds']} s: {lines}"
+        )
+    return {**props, "pods": pods, "pending": len(pending)}
+
+
+class BindReleaseProvider(ResourceProvider):
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        outs = _run(props)
+        return CreateResult(id_=f"{props['namespace']}/{props['workload']}", outs=outs)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        keys = (*WAIT_INPUTS, "kubeconfig", "timeout_seconds", "fail_on_pending", "workload")
+        changed = [k for k in keys if olds.get(k) != news.get(k)]
+        replaces = [k for k in ("namespace", "workload", "workload_uid") if k in changed]
+        return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=False)
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(outs=_run(news))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        return ReadResult(id_=id_, outs=props)
+
+    def delete(self, _id: str, _props: dict[str, Any]) -> None:
+        # Nothing to undo: the pods (and with them their claim on the cards) go with the workload.
+        return None
+
+
+class BindRelease(Resource, module="gpu-tenancy", name="BindRelease"):
+    """Releases HAMi's node lock for each pod of one workload once HAMi has bound it."""
+
+    pods: pulumi.Output[list[dict[str, Any]]]
+    pending: pulumi.Output[int]
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        kubeconfig: pulumi.Input[str],
+        namespace: str,
+        workload: str,
+        workload_uid: pulumi.Input[str],
+        pod_names: list[str] | None = None,
+        selector: str | None = None,
+        count: int = 0,
+        timeout_seconds: int = 120,
+        fail_on_pending: bool = True,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__(
+            BindReleaseProvider(),
+            name,
+            {
+                "kubeconfig": pulumi.Output.secret(kubeconfig),
+                "namespace": namespace,
+                "workload": workload,
+                "workload_uid": workload_uid,
+                "pod_names": pod_names or [],
+                "selector": selector or "",
+                "count": count,
+                "timeout_seconds": timeout_seconds,
+                "fail_on_pending": fail_on_pending,
+                "pods": None,
+                "pending": None,
+            },
+            opts,
+        )

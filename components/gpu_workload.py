@@ -1,0 +1,92 @@
+"""GpuWorkload: a Pod or Deployment asking HAMi for GPU slices, plus its BindRelease."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.bind_release import BindRelease
+from components.config import WorkloadConfig
+from components.hami_annotations import USE_GPU_TYPE
+
+WORKLOAD_LABEL = "gpu-tenancy/workload"
+
+
+def pod_spec(w: WorkloadConfig) -> dict[str, Any]:
+    """Container limits exactly as configured: HAMi reads limits, and fills in its own defaults."""
+    container: dict[str, Any] = {
+        "name": w.name,
+        "image": w.image,
+        "resources": {"limits": {res: str(value) for res, value in w.limits}},
+    }
+    if w.command:
+        container["command"] = list(w.command)
+    return {"containers": [container], "terminationGracePeriodSeconds": 5}
+
+
+def pod_annotations(w: WorkloadConfig) -> dict[str, str]:
+    # HAMi does the waiting for the GPU; BindRelease bounds it with the workload's own timeout.
+    annotations = {"pulumi.com/skipAwait": "true"}
+    if w.card_type:
+        annotations[USE_GPU_TYPE] = w.card_type
+    return annotations
+
+
+@dataclass
+class GpuWorkloadArgs:
+    workload: WorkloadConfig
+    provider: k8s.Provider
+    kubeconfig: pulumi.Input[str]
+    depends_on: list[pulumi.Resource] | None = None
+
+
+class GpuWorkload(pulumi.ComponentResource):
+    """Creates the workload in the tenant and releases HAMi's lock for each of its pods."""
+
+    release: BindRelease
+
+    def __init__(self, name: str, args: GpuWorkloadArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-tenancy:index:GpuWorkload", name, None, opts)
+        w = args.workload
+        on_tenant = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.depends_on or [])
+        labels = {WORKLOAD_LABEL: w.name}
+        meta = k8s.meta.v1.ObjectMetaArgs(
+            name=w.name, namespace=w.namespace, labels=labels, annotations=pod_annotations(w)
+        )
+        pod_names: list[str] | None = None
+        if w.kind == "Pod":
+            workload: pulumi.CustomResource = k8s.core.v1.Pod(
+                f"{name}-pod", metadata=meta, spec=pod_spec(w), opts=on_tenant
+            )
+            pod_names = [w.name]
+        else:
+            workload = k8s.apps.v1.Deployment(
+                f"{name}-deployment",
+                metadata=meta,
+                spec={
+                    "replicas": w.replicas,
+                    "selector": {"matchLabels": labels},
+                    "template": {
+                        "metadata": {"labels": labels, "annotations": pod_annotations(w)},
+                        "spec": pod_spec(w),
+                    },
+                },
+                opts=on_tenant,
+            )
+        self.release = BindRelease(
+            f"{name}-bind-release",
+            kubeconfig=args.kubeconfig,
+            namespace=w.namespace,
+            workload=w.name,
+            workload_uid=workload.metadata.apply(lambda m: (m.uid if m else None) or ""),
+            pod_names=pod_names,
+            selector=None if pod_names else f"{WORKLOAD_LABEL}={w.name}",
+            count=w.replicas,
+            timeout_seconds=w.wait_seconds,
+            fail_on_pending=w.fail_on_pending,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[workload]),
+        )
+        self.register_outputs({"pods": self.release.pods})

@@ -1,0 +1,248 @@
+"""A real kube-apiserver on loopback, backed by a real etcd, for the integration tier.
+
+Certificates are made with openssl; the admin authenticates with a static token in
+system:masters. Only the API server runs (no controller-manager, no kubelet): nodes are API
+objects, which is all HAMi's scheduler and this project's components look at.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+TOKEN = "gpu-tenancy-integration-admin"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@dataclass
+class TestCluster:
+    workdir: Path
+    env: dict[str, str]
+    port: int = 0
+    procs: list[subprocess.Popen] = field(default_factory=list)
+    kubeconfig_text: str = ""
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        return self.workdir / "kubeconfig"
+
+    def start(self) -> TestCluster:
+        w = self.workdir
+        _openssl(
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=gpu-tenancy-test-ca",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            cwd=w,
+        )
+        (w / "san.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+        _openssl(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=kube-apiserver",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            cwd=w,
+        )
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "san.cnf",
+            "-out",
+            "server.crt",
+            cwd=w,
+        )
+        _openssl("genrsa", "-out", "sa.key", "2048", cwd=w)
+        (w / "tokens.csv").write_text(f'{TOKEN},admin,admin,"system:masters"\n')
+
+        etcd_client, etcd_peer = free_port(), free_port()
+        etcd_log = open(w / "etcd.log", "w")  # noqa: SIM115 - closed with the process
+        self.procs.append(
+            subprocess.Popen(
+                [
+                    self._bin("etcd"),
+                    "--data-dir",
+                    str(w / "etcd"),
+                    "--name",
+                    "test",
+                    "--listen-client-urls",
+                    f"http://127.0.0.1:{etcd_client}",
+                    "--advertise-client-urls",
+                    f"http://127.0.0.1:{etcd_client}",
+                    "--listen-peer-urls",
+                    f"http://127.0.0.1:{etcd_peer}",
+                    "--initial-advertise-peer-urls",
+                    f"http://127.0.0.1:{etcd_peer}",
+                    "--initial-cluster",
+                    f"test=http://127.0.0.1:{etcd_peer}",
+                    "--log-level",
+                    "warn",
+                ],
+                stdout=etcd_log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+            )
+        )
+        self.port = free_port()
+        api_log = open(w / "kube-apiserver.log", "w")  # noqa: SIM115 - closed with the process
+        self.procs.append(
+            subprocess.Popen(
+                [
+                    self._bin("kube-apiserver"),
+                    f"--etcd-servers=http://127.0.0.1:{etcd_client}",
+                    "--bind-address=127.0.0.1",
+                    "--advertise-address=127.0.0.1",
+                    f"--secure-port={self.port}",
+                    f"--tls-cert-file={w / 'server.crt'}",
+                    f"--tls-private-key-file={w / 'server.key'}",
+                    f"--client-ca-file={w / 'ca.crt'}",
+                    f"--token-auth-file={w / 'tokens.csv'}",
+                    "--authorization-mode=RBAC",
+                    f"--service-account-key-file={w / 'sa.key'}",
+                    f"--service-account-signing-key-file={w / 'sa.key'}",
+                    "--service-account-issuer=https://kubernetes.default.svc",
+                    "--service-cluster-ip-range=10.96.0.0/16",
+                    # No controller-manager runs: nothing would create the ServiceAccount tokens.
+                    "--disable-admission-plugins=ServiceAccount",
+                    "--enable-priority-and-fairness=false",
+                    f"--cert-dir={w / 'certs'}",
+                ],
+                stdout=api_log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+            )
+        )
+        ca = base64.b64encode((w / "ca.crt").read_bytes()).decode()
+        self.kubeconfig_text = yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": "test",
+                        "cluster": {"server": f"https://127.0.0.1:{self.port}", "certificate-authority-data": ca},
+                    }
+                ],
+                "users": [{"name": "admin", "user": {"token": TOKEN}}],
+                "contexts": [{"name": "test", "context": {"cluster": "test", "user": "admin"}}],
+                "current-context": "test",
+            }
+        )
+        self.kubeconfig_path.write_text(self.kubeconfig_text)
+        self._wait_ready()
+        return self
+
+    def _bin(self, name: str) -> str:
+        found = shutil.which(name, path=self.env["PATH"])
+        if found is None:
+            raise FileNotFoundError(name)
+        return found
+
+    def _wait_ready(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            for p in self.procs:
+                if p.poll() is not None:
+                    raise RuntimeError(f"{p.args[0]} exited with {p.returncode}; see {self.workdir}")
+            try:
+                # The default namespace is made by the API server's own bootstrap controller.
+                if self.core().read_namespace("default"):
+                    return
+            except Exception as exc:  # noqa: BLE001 - retried until the deadline
+                last = str(exc)
+            time.sleep(0.5)
+        raise TimeoutError(f"kube-apiserver not ready after {timeout} s: {last}")
+
+    def api_client(self) -> Any:
+        from kubernetes import config
+
+        return config.new_client_from_config_dict(yaml.safe_load(self.kubeconfig_text))
+
+    def core(self) -> Any:
+        from kubernetes import client
+
+        return client.CoreV1Api(self.api_client())
+
+    def stop(self) -> None:
+        for p in reversed(self.procs):
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def start_cluster(env: dict[str, str]) -> TestCluster:
+    return TestCluster(workdir=Path(tempfile.mkdtemp(prefix="gpu-tenancy-cluster-")), env=env).start()
+
+
+def add_node(cluster: TestCluster, name: str) -> None:
+    """A Node as a kubelet would register it (minus the kubelet): Ready, with cpu/memory/pods."""
+    from kubernetes import client
+
+    core = cluster.core()
+    core.create_node(client.V1Node(metadata=client.V1ObjectMeta(name=name, labels={"kubernetes.io/hostname": name})))
+    resources = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+    core.patch_node_status(
+        name,
+        {
+            "status": {
+                "capacity": resources,
+                "allocatable": resources,
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "reason": "KubeletReady",
+                        "message": "test node",
+                        "lastHeartbeatTime": None,
+                        "lastTransitionTime": None,
+                    }
+                ],
+            }
+        },
+    )

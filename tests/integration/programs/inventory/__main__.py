@@ -1,0 +1,28 @@
+"""Tenant-level test program: the project's MockGpuInventory against an adopted cluster.
+
+The cluster's kubeconfig comes in as the secret config key `kubeconfig`, as for an adopted
+management cluster; the nodes already exist (created by the test, as kubelets would).
+"""
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config import GpuFleet
+from components.gpu_catalog import gpu_model
+from components.mock_gpu_inventory import MockGpuInventory, MockGpuInventoryArgs
+
+config = pulumi.Config()
+kubeconfig = config.require_secret("kubeconfig")
+provider = k8s.Provider("adopted", kubeconfig=kubeconfig)
+fleet = GpuFleet(model=gpu_model(config.require("model")), cards_per_node=config.require_int("cardsPerNode"))
+inventory = MockGpuInventory(
+    "gpus",
+    MockGpuInventoryArgs(
+        tenant=config.require("tenant"),
+        fleet=fleet,
+        nodes=config.require_object("nodes"),
+        provider=provider,
+        kubeconfig=kubeconfig,
+    ),
+)
+pulumi.export("inventory", inventory.summary)

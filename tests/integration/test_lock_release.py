@@ -1,0 +1,210 @@
+"""The lock-release logic against a real kube-apiserver: HAMi's own lock and bind-phase keys,
+real optimistic-concurrency conflicts. HAMi's scheduler is not in this loop (see the module
+docstring of test_hami_scheduler for why); pods are bound the way HAMi's Bind leaves them."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+from kubernetes import client
+
+from components import hami_annotations as ha
+from components import lock_release as lr
+from tests.integration.cluster import add_node
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def node(cluster):
+    name = f"lock-node-{uuid.uuid4().hex[:6]}"
+    add_node(cluster, name)
+    yield name
+    try:
+        cluster.core().delete_node(name)
+    except client.ApiException:
+        pass
+
+
+def bound_pod(core, node: str, phase: str = ha.PHASE_ALLOCATING) -> str:
+    """A pod as HAMi's Bind leaves it: bind-phase, bind-time, vgpu-node and spec.nodeName."""
+    name = f"gpu-{uuid.uuid4().hex[:8]}"
+    core.create_namespaced_pod(
+        "default",
+        client.V1Pod(
+            metadata=client.V1ObjectMeta(
+                name=name,
+                annotations={ha.BIND_PHASE: phase, ha.BIND_TIME: "1764683400", ha.VGPU_NODE: node},
+            ),
+            spec=client.V1PodSpec(node_name=node, containers=[client.V1Container(name="c", image="busybox")]),
+        ),
+    )
+    return name
+
+
+def lock(core, node: str, value: str) -> None:
+    core.patch_node(node, {"metadata": {"annotations": {ha.NODE_LOCK: value}}})
+
+
+def lock_for(pod: str, namespace: str = "default") -> str:
+    return ha.encode_node_lock(ha.NodeLock(datetime.now(UTC), namespace, pod))
+
+
+def node_lock(core, node: str) -> str | None:
+    return (core.read_node(node).metadata.annotations or {}).get(ha.NODE_LOCK)
+
+
+def phase(core, pod: str) -> str | None:
+    return core.read_namespaced_pod(pod, "default").metadata.annotations.get(ha.BIND_PHASE)
+
+
+def test_lock_held_by_this_pod_is_released(cluster, node):
+    core = cluster.core()
+    pod = bound_pod(core, node)
+    lock(core, node, lock_for(pod))
+    outcome = lr.release_pod(core, "default", pod)
+    assert outcome == lr.Outcome(lr.RELEASED, node)
+    assert node_lock(core, node) is None
+    assert phase(core, pod) == ha.PHASE_SUCCESS
+    # idempotent: a second pass changes nothing and says so
+    assert lr.release_pod(core, "default", pod).status == lr.SUCCEEDED
+
+
+def test_lock_held_by_another_pod_is_untouched(cluster, node):
+    core = cluster.core()
+    pod = bound_pod(core, node)
+    other = lock_for("someone-else")
+    lock(core, node, other)
+    assert lr.release_pod(core, "default", pod).status == lr.SUCCEEDED
+    assert node_lock(core, node) == other
+    assert phase(core, pod) == ha.PHASE_SUCCESS
+
+
+def test_same_pod_name_in_another_namespace_is_not_ours(cluster, node):
+    core = cluster.core()
+    pod = bound_pod(core, node)
+    theirs = lock_for(pod, namespace="team-x")
+    lock(core, node, theirs)
+    lr.release_pod(core, "default", pod)
+    assert node_lock(core, node) == theirs
+
+
+def test_no_lock(cluster, node):
+    core = cluster.core()
+    pod = bound_pod(core, node)
+    assert lr.release_pod(core, "default", pod) == lr.Outcome(lr.SUCCEEDED, node)
+    assert phase(core, pod) == ha.PHASE_SUCCESS
+
+
+def test_pod_deleted_meanwhile(cluster, node):
+    core = cluster.core()
+    pod = bound_pod(core, node)
+    lock(core, node, lock_for(pod))
+    core.delete_namespaced_pod(pod, "default", grace_period_seconds=0)
+    assert lr.release_pod(core, "default", pod).status == lr.POD_GONE
+    # the lock of a vanished pod is HAMi's to expire (its LockNode drops locks of missing pods)
+    assert node_lock(core, node) is not None
+
+
+def test_node_deleted_meanwhile(cluster, node):
+    core = cluster.core()
+    pod = bound_pod(core, node)
+    core.delete_node(node)
+    assert lr.release_pod(core, "default", pod).status == lr.NODE_GONE
+
+
+def test_concurrent_update_is_retried(cluster, node):
+    """Someone writes the node between our read and our write: the API server answers 409 and
+    the release looks again instead of overwriting."""
+    core = cluster.core()
+    pod = bound_pod(core, node)
+    lock(core, node, lock_for(pod))
+    calls = {"patch": 0}
+
+    class Racing:
+        def __getattr__(self, name):
+            return getattr(core, name)
+
+        def patch_node(self, name, body):
+            calls["patch"] += 1
+            if calls["patch"] == 1:
+                core.patch_node(name, {"metadata": {"labels": {"raced": "yes"}}})
+            return core.patch_node(name, body)
+
+    assert lr.release_pod(Racing(), "default", pod).status == lr.RELEASED
+    assert calls["patch"] == 2
+    assert node_lock(core, node) is None
+    assert core.read_node(node).metadata.labels["raced"] == "yes"
+
+
+def test_a_lock_taken_by_another_pod_during_the_race_survives(cluster, node):
+    core = cluster.core()
+    pod = bound_pod(core, node)
+    lock(core, node, lock_for(pod))
+    theirs = lock_for("next-pod")
+
+    class Racing:
+        def __getattr__(self, name):
+            return getattr(core, name)
+
+        def patch_node(self, name, body):
+            lock(core, name, theirs)  # expired and re-taken by HAMi for another pod
+            return core.patch_node(name, body)
+
+    assert lr.release_pod(Racing(), "default", pod).status == lr.SUCCEEDED
+    assert node_lock(core, node) == theirs
+
+
+def test_malformed_lock_is_left_alone_with_a_warning(cluster, node, caplog):
+    core = cluster.core()
+    pod = bound_pod(core, node)
+    lock(core, node, "not-a-lock")
+    with caplog.at_level(logging.WARNING, logger="gpu-tenancy.lock-release"):
+        outcome = lr.release_pod(core, "default", pod)
+    assert outcome.status == lr.SUCCEEDED and "malformed" in outcome.detail
+    assert node_lock(core, node) == "not-a-lock"
+    assert "leaving malformed" in caplog.text
+
+
+def test_unbound_pod_times_out_with_the_scheduler_reason(cluster):
+    core = cluster.core()
+    name = f"pending-{uuid.uuid4().hex[:6]}"
+    core.create_namespaced_pod(
+        "default",
+        client.V1Pod(
+            metadata=client.V1ObjectMeta(name=name),
+            spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")]),
+        ),
+    )
+    core.patch_namespaced_pod_status(
+        name,
+        "default",
+        {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": "0/1 nodes are available: 1 node(s) CardInsufficientCore.",
+                    }
+                ]
+            }
+        },
+    )
+    outcome = lr.wait_and_release(core, "default", name, timeout=1.0, interval=0.2)
+    assert outcome.status == lr.NOT_BOUND
+    assert "CardInsufficientCore" in outcome.detail
+
+
+def test_release_all_only_touches_allocating_pods(cluster, node):
+    core = cluster.core()
+    mine = bound_pod(core, node)
+    done = bound_pod(core, node, phase=ha.PHASE_SUCCESS)
+    lock(core, node, lock_for(mine))
+    results = {(ns, p): o.status for ns, p, o in lr.release_all(core, "default")}
+    assert results[("default", mine)] == lr.RELEASED
+    assert ("default", done) not in results

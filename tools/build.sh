@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Builds (or reuses) the real upstream binaries the integration tier runs against, into a
+# cache outside the repository keyed by version, and writes an env file to source:
+#   pulumi + its Python language host and dynamic-provider launcher, the kubernetes provider
+#   plugin, kube-apiserver, kube-scheduler, etcd.
+# A binary of the right version already on PATH (a user's machine) is used as it is.
+# Usage: tools/build.sh [--print-env]   (cache: $GPU_TENANCY_CACHE, default ~/.cache/gpu-tenancy)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=tools/versions.env
+. "$ROOT/tools/versions.env"
+CACHE=${GPU_TENANCY_CACHE:-$HOME/.cache/gpu-tenancy}
+BIN=$CACHE/bin
+export GOFLAGS=-mod=mod
+mkdir -p "$BIN"
+
+log() { printf '[build] %s\n' "$*" >&2; }
+
+# have NAME VERSION_REGEX ARGS...: true when NAME on PATH (outside our cache) prints the version.
+have() {
+  local name=$1 want=$2; shift 2
+  local found
+  found=$(PATH=$(printf '%s' "$PATH" | tr ':' '\n' | grep -vxF "$BIN" | paste -sd: -) command -v "$name" 2>/dev/null) || return 1
+  "$found" "$@" 2>/dev/null | grep -qE "$want" || return 1
+  ln -sf "$found" "$BIN/$name"
+  log "$name: using $found"
+}
+
+# build NAME VERSION MODULE_DIR PKG [LDFLAGS]: go build into $CACHE/NAME/VERSION once.
+build() {
+  local name=$1 version=$2 dir=$3 pkg=$4 ldflags=${5:-}
+  local out=$CACHE/$name/$version
+  if [ ! -x "$out/$name" ]; then
+    local start=$SECONDS work
+    work=$(mktemp -d)
+    cp -r "$ROOT/tools/go/$dir/." "$work/"
+    log "$name $version: building (module tools/go/$dir)"
+    if [ -n "${PRE_BUILD:-}" ]; then (cd "$work" && eval "$PRE_BUILD"); fi
+    mkdir -p "$out"
+    (cd "$work" && go build -trimpath -ldflags "$ldflags" -o "$out/$name.tmp" "$pkg")
+    mv "$out/$name.tmp" "$out/$name"
+    rm -rf "$work"
+    log "$name $version: built in $((SECONDS - start)) s"
+  fi
+  ln -sf "$out/$name" "$BIN/$name"
+}
+
+total=$SECONDS
+
+# Pulumi CLI, its Python language host and the scripts that must sit beside them.
+if ! have pulumi "v$PULUMI_VERSION\$" version; then
+  build pulumi "$PULUMI_VERSION" pulumi github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \
+    "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_VERSION"
+  build pulumi-language-python "$PULUMI_VERSION" langhost . "-X main.version=$PULUMI_VERSION"
+  sdk=$(cd "$ROOT/tools/go/langhost" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3)
+  for script in cmd/pulumi-language-python-exec dist/pulumi-resource-pulumi-python; do
+    install -m 0755 "$sdk/python/$script" "$CACHE/pulumi-language-python/$PULUMI_VERSION/$(basename "$script")"
+    ln -sf "$CACHE/pulumi-language-python/$PULUMI_VERSION/$(basename "$script")" "$BIN/$(basename "$script")"
+  done
+fi
+
+# Kubernetes provider plugin: its main embeds JSON that upstream makes with go generate.
+PRE_BUILD='d=$(go list -m -f "{{.Dir}}" github.com/pulumi/pulumi-kubernetes/provider/v4)/cmd/pulumi-resource-kubernetes
+python3 - "$d" "$PULUMI_KUBERNETES_VERSION" <<PY
+import json, sys
+src, version = sys.argv[1], sys.argv[2]
+schema = json.load(open(src + "/schema.json"))
+schema["version"] = version
+json.dump(schema, open("schema-embed.json", "w"), separators=(",", ":"))
+json.dump(json.load(open(src + "/terraform-mapping.json")), open("terraform-mapping-embed.json", "w"), separators=(",", ":"))
+PY' build pulumi-resource-kubernetes "$PULUMI_KUBERNETES_VERSION" kubernetes . \
+  "-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$PULUMI_KUBERNETES_VERSION"
+
+# Kubernetes control plane and etcd for the test cluster.
+have kube-apiserver "v$KUBERNETES_VERSION\$" --version ||
+  build kube-apiserver "$KUBERNETES_VERSION" kube k8s.io/kubernetes/cmd/kube-apiserver
+have kube-scheduler "v$KUBERNETES_VERSION\$" --version ||
+  build kube-scheduler "$KUBERNETES_VERSION" kube k8s.io/kubernetes/cmd/kube-scheduler
+have etcd "etcd Version: $ETCD_VERSION" --version || build etcd "$ETCD_VERSION" etcd .
+
+# Plugins are installed into a PULUMI_HOME of our own, at the exact versions the SDKs request.
+PULUMI_HOME_DIR=$CACHE/pulumi-home
+if [ ! -d "$PULUMI_HOME_DIR/plugins/resource-kubernetes-v$PULUMI_KUBERNETES_VERSION" ]; then
+  PULUMI_HOME=$PULUMI_HOME_DIR PULUMI_SKIP_UPDATE_CHECK=1 "$BIN/pulumi" plugin install resource kubernetes \
+    "$PULUMI_KUBERNETES_VERSION" --file "$BIN/pulumi-resource-kubernetes" >/dev/null
+fi
+
+cat > "$CACHE/env.sh" <<ENV
+export PATH="$BIN:\$PATH"
+export PULUMI_HOME="$PULUMI_HOME_DIR"
+export PULUMI_SKIP_UPDATE_CHECK=true
+export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
+ENV
+log "all tools ready in $((SECONDS - total)) s; source $CACHE/env.sh"
+if [ "${1:-}" = "--print-env" ]; then echo "$CACHE/env.sh"; fi
