@@ -14,9 +14,16 @@ from dataclasses import dataclass, field
 
 from components import versions
 from components.gpu_catalog import GPU_MODELS, MOCK_PLUGIN_MAX_MB_PER_NODE, GpuModel
+from components.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM
 from components.quota import (
     GpuRequest,
     Quota,
+    RequestError,
+    first_unplaceable,
+    parse_request,
+    quota_violations,
+    single_card_violations,
+    total_usage,
 )
 
 NODE_PORT_RANGE = range(30000, 32768)
@@ -204,11 +211,124 @@ _TENANT_KEYS = (
     "konnectivityPort",
     "podCidr",
     "serviceCidr",
+    "workloads",
 )
+_WORKLOAD_KEYS = (
+    "name",
+    "kind",
+    "image",
+    "command",
+    "replicas",
+    "namespace",
+    "gpus",
+    "gpumemMb",
+    "gpucoresPercent",
+    "cardType",
+    "waitSeconds",
+    "failOnPending",
+)
+_RESOURCE_KEYS = {RES_GPU: "gpus", RES_GPUMEM: "gpumemMb", RES_GPUCORES: "gpucoresPercent"}
+
+
+def _workload(r: _Reader, raw: object, path: str, model: GpuModel, cards: int) -> WorkloadConfig | None:
+    m = r.obj(raw, path, _WORKLOAD_KEYS)
+    if not m:
+        r.fail(path, "is empty; a workload needs at least a name and an image")
+        return None
+    name = r.string(m, "name", path)
+    if name and (not _DNS_1123.match(name) or len(name) > 50):
+        r.fail(f"{path}.name", f"must be a DNS label of at most 50 characters, got {name!r}")
+    kind = r.string(m, "kind", path, "Pod")
+    if kind not in WORKLOAD_KINDS:
+        r.fail(f"{path}.kind", f"must be one of {', '.join(WORKLOAD_KINDS)}, got {kind!r}")
+    image = r.string(m, "image", path)
+    namespace = r.string(m, "namespace", path, "default")
+    if namespace and not _DNS_1123.match(namespace):
+        r.fail(f"{path}.namespace", f"must be a DNS label, got {namespace!r}")
+    replicas = r.integer(m, "replicas", path, 1, 100, default=1)
+    if kind == "Pod" and replicas != 1:
+        r.fail(f"{path}.replicas", "a Pod has exactly one replica; use kind Deployment for more")
+    command = m.get("command", [])
+    if not isinstance(command, list) or not all(isinstance(c, str) for c in command):
+        r.fail(f"{path}.command", f"must be a list of strings, got {command!r}")
+        command = []
+    card_type = m.get("cardType")
+    if card_type is not None and (not isinstance(card_type, str) or card_type.lower() not in model.hami_type.lower()):
+        r.fail(f"{path}.cardType", f"{card_type!r} matches no card of this tenant (its cards are {model.hami_type!r})")
+    wait = r.integer(m, "waitSeconds", path, 5, 3600, " s", default=120)
+    fail_on_pending = m.get("failOnPending", True)
+    if not isinstance(fail_on_pending, bool):
+        r.fail(f"{path}.failOnPending", f"must be true or false, got {fail_on_pending!r}")
+        fail_on_pending = True
+    limits = {res: m[key] for res, key in _RESOURCE_KEYS.items() if key in m}
+    if not limits:
+        r.fail(path, "asks for no GPU: give gpus, gpumemMb and/or gpucoresPercent")
+        return None
+    try:
+        request = parse_request(limits, model)
+    except RequestError as exc:
+        r.fail(f"{path}.{_RESOURCE_KEYS[str(exc).split()[0]]}", str(exc))
+        return None
+    if request is None:
+        r.fail(f"{path}.gpus", "0 GPUs: leave the workload out instead")
+        return None
+    for problem in single_card_violations(request, model, cards):
+        r.fail(path, problem)
+    return WorkloadConfig(
+        name=name,
+        kind=kind,
+        image=image,
+        replicas=replicas,
+        request=request,
+        limits=tuple((res, int(v)) for res, v in limits.items()),
+        namespace=namespace,
+        command=tuple(command),
+        card_type=card_type,
+        wait_seconds=wait,
+        fail_on_pending=fail_on_pending,
+    )
+
+
+def _workloads(
+    r: _Reader, raw: object, path: str, model: GpuModel, cards: int, workers: int, quota: Quota | None
+) -> tuple[WorkloadConfig, ...]:
+    """Each workload on its own, then all of them against the quota and the fleet."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        r.fail(f"{path}.workloads", "must be a list of workloads")
+        return ()
+    found: list[WorkloadConfig] = []
+    before = len(r.problems)
+    for j, w in enumerate(raw):
+        wl = _workload(r, w, f"{path}.workloads[{j}]", model, cards)
+        if wl is not None:
+            if any(o.name == wl.name and o.namespace == wl.namespace for o in found):
+                r.fail(f"{path}.workloads[{j}].name", f"duplicate workload {wl.namespace}/{wl.name}")
+            found.append(wl)
+    if len(r.problems) > before or quota is None:
+        return tuple(found)
+    usage = total_usage((w.request, w.replicas) for w in found)
+    over = quota_violations(usage, quota)
+    for problem in over:
+        r.fail(f"{path}.workloads", f"together ask for more than the tenant's quota: {problem}")
+    if over:
+        return tuple(found)
+    meant = [w for w in found if w.fail_on_pending]
+    pods = [(f"{w.name}[{k}]", w.request) for w in meant for k in range(w.replicas)]
+    unplaced = first_unplaceable(pods, workers, cards, model)
+    if unplaced is not None:
+        r.fail(
+            f"{path}.workloads",
+            f"{unplaced} cannot be placed on the fleet ({workers} node(s) x {cards} {model.key}); "
+            "set failOnPending: false on a workload declared to stay Pending",
+        )
+    return tuple(found)
 
 
 def _tenant(r: _Reader, raw: object, i: int, cluster_net: ipaddress.IPv4Network | None) -> TenantConfig | None:
     path = f"tenants[{i}]"
+    start = len(r.problems)
     m = r.obj(raw, path, _TENANT_KEYS)
     if not m:
         if raw is not None and isinstance(raw, Mapping):
@@ -290,7 +410,11 @@ def _tenant(r: _Reader, raw: object, i: int, cluster_net: ipaddress.IPv4Network 
         r.fail(f"{path}.serviceCidr", f"{svc_net} overlaps podCidr {pod_net}")
     if model is None:
         return None
+    # Totals against quota and fleet only mean something once the tenant's own values are valid.
+    totals = len(r.problems) == start
+    workloads = _workloads(r, m.get("workloads"), path, model, cards, workers, quota if totals else None)
     return TenantConfig(
+        workloads=workloads,
         name=name,
         kubernetes_version=version,
         workers=workers,

@@ -9,6 +9,7 @@ import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
 from components.config import HamiConfig, TenantConfig
+from components.gpu_quota import GpuQuota
 from components.gpu_workload import GpuWorkload, GpuWorkloadArgs
 from components.hami import Hami, HamiArgs
 from components.mock_gpu_inventory import MockGpuInventory, MockGpuInventoryArgs
@@ -109,14 +110,23 @@ class GpuTenant(pulumi.ComponentResource):
             )
             for ns in sorted(namespaces)
         ]
+        self.quota = GpuQuota(
+            f"{name}-quota",
+            t.quota,
+            ["default", *sorted(namespaces)],
+            provider,
+            depends_on=self.namespaces,
+            opts=child,
+        )
         self.workloads = [
             GpuWorkload(
                 f"{name}-{w.namespace}-{w.name}",
                 GpuWorkloadArgs(
+                    tenant=t.name,
                     workload=w,
                     provider=provider,
                     kubeconfig=self.control_plane.automation_kubeconfig,
-                    depends_on=[self.hami, *self.namespaces],
+                    depends_on=[self.hami, self.quota],
                 ),
                 opts=child,
             )

@@ -11,8 +11,7 @@ import pulumi_kubernetes as k8s
 from components.bind_release import BindRelease
 from components.config import WorkloadConfig
 from components.hami_annotations import USE_GPU_TYPE
-
-WORKLOAD_LABEL = "gpu-tenancy/workload"
+from components.labels import TENANT_LABEL, WORKLOAD_LABEL
 
 
 def pod_spec(w: WorkloadConfig) -> dict[str, Any]:
@@ -37,6 +36,7 @@ def pod_annotations(w: WorkloadConfig) -> dict[str, str]:
 
 @dataclass
 class GpuWorkloadArgs:
+    tenant: str
     workload: WorkloadConfig
     provider: k8s.Provider
     kubeconfig: pulumi.Input[str]
@@ -52,7 +52,7 @@ class GpuWorkload(pulumi.ComponentResource):
         super().__init__("gpu-tenancy:index:GpuWorkload", name, None, opts)
         w = args.workload
         on_tenant = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.depends_on or [])
-        labels = {WORKLOAD_LABEL: w.name}
+        labels = {WORKLOAD_LABEL: w.name, TENANT_LABEL: args.tenant}
         meta = k8s.meta.v1.ObjectMetaArgs(
             name=w.name, namespace=w.namespace, labels=labels, annotations=pod_annotations(w)
         )
@@ -68,7 +68,7 @@ class GpuWorkload(pulumi.ComponentResource):
                 metadata=meta,
                 spec={
                     "replicas": w.replicas,
-                    "selector": {"matchLabels": labels},
+                    "selector": {"matchLabels": {WORKLOAD_LABEL: w.name}},
                     "template": {
                         "metadata": {"labels": labels, "annotations": pod_annotations(w)},
                         "spec": pod_spec(w),

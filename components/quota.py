@@ -8,8 +8,10 @@ card; gpumem must be an integer number of MB or HAMi ignores the request.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 
 from components.gpu_catalog import CORES_PER_CARD, GpuModel
 from components.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM, RES_GPUMEM_PERCENTAGE
@@ -45,24 +47,56 @@ class Quota:
     gpucores: int
 
 
-def _quantity(value: object, resource: str) -> int:
-    """Read an integer quantity the way HAMi does: plain integers only (no Gi/Mi suffixes)."""
+_SUFFIXES = {
+    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
+    "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12),
+    "P": Decimal(10**15), "E": Decimal(10**18),
+    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50), "Ei": Decimal(2**60),
+}  # fmt: skip
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|[numkMGTPE]i?|)$")
+INT32_MAX = 2**31 - 1
+
+
+def quantity_value(value: object, resource: str) -> Decimal:
+    """A Kubernetes quantity as a number ("20000", "20k", "10Gi", 20000.0 all parse).
+
+    The API server and the kubernetes provider rewrite quantities to canonical form (20000 is
+    stored as "20k"), so checks must read them as quantities, not as digit strings.
+    """
     if isinstance(value, bool):
-        raise RequestError(f"{resource} must be an integer, got {value!r}")
-    if isinstance(value, int):
-        number = value
-    elif isinstance(value, float):
-        if not value.is_integer():
-            raise RequestError(f"{resource} must be a whole number, got {value!r}")
-        number = int(value)
-    elif isinstance(value, str) and value.strip().lstrip("+").isdigit():
-        number = int(value)
+        raise RequestError(f"{resource} must be a quantity, got {value!r}")
+    if isinstance(value, int | float):
+        number = Decimal(str(value))
+    elif isinstance(value, str):
+        match = _QUANTITY.match(value.strip())
+        if not match:
+            raise RequestError(f"{resource} is not a Kubernetes quantity: {value!r}")
+        try:
+            base = Decimal(match.group(1))
+        except InvalidOperation:
+            raise RequestError(f"{resource} is not a Kubernetes quantity: {value!r}") from None
+        suffix = match.group(2)
+        number = base * (Decimal(10) ** int(suffix[1:]) if suffix[:1] in ("e", "E") else _SUFFIXES[suffix])
     else:
-        unit = " in MB (e.g. 10240)" if resource == RES_GPUMEM else ""
-        raise RequestError(f"{resource} must be a plain integer{unit}, got {value!r}")
+        raise RequestError(f"{resource} must be a quantity, got {value!r}")
     if number < 0:
-        raise RequestError(f"{resource} must not be negative, got {number}")
+        raise RequestError(f"{resource} must not be negative, got {value!r}")
     return number
+
+
+def _quantity(value: object, resource: str) -> int:
+    """Read an integer quantity the way HAMi does: a whole number that fits an int32."""
+    number = quantity_value(value, resource)
+    unit = " in MB (e.g. 10240 for 10 GiB)" if resource == RES_GPUMEM else ""
+    if number != number.to_integral_value():
+        raise RequestError(f"{resource} must be a whole number{unit}, got {value!r}")
+    if number > INT32_MAX:
+        raise RequestError(
+            f"{resource} {value!r} is {int(number)}, more than HAMi's int32: HAMi ignores the whole request; "
+            f"give a plain integer{unit}"
+        )
+    return int(number)
 
 
 def parse_request(resources: Mapping[str, object], card: GpuModel) -> GpuRequest | None:
@@ -75,8 +109,6 @@ def parse_request(resources: Mapping[str, object], card: GpuModel) -> GpuRequest
         return None
     if RES_GPUMEM in present:
         mem = _quantity(present[RES_GPUMEM], RES_GPUMEM)
-        if mem > 2**31 - 1:
-            raise RequestError(f"{RES_GPUMEM} {mem} does not fit HAMi's int32")
     elif RES_GPUMEM_PERCENTAGE in present:
         pct = _quantity(present[RES_GPUMEM_PERCENTAGE], RES_GPUMEM_PERCENTAGE)
         if pct > 100:
@@ -85,7 +117,11 @@ def parse_request(resources: Mapping[str, object], card: GpuModel) -> GpuRequest
     else:
         mem = card.memory_mb
     if RES_GPUCORES in present:
-        cores = min(_quantity(present[RES_GPUCORES], RES_GPUCORES), CORES_PER_CARD)
+        cores = _quantity(present[RES_GPUCORES], RES_GPUCORES)
+        if cores > CORES_PER_CARD:
+            raise RequestError(
+                f"{RES_GPUCORES} must be 0-{CORES_PER_CARD} (% of one card), got {cores}; HAMi silently clamps it"
+            )
     elif RES_GPUMEM in present or RES_GPUMEM_PERCENTAGE in present:
         cores = 0
     else:

@@ -27,10 +27,11 @@ have() {
   log "$name: using $found"
 }
 
-# build NAME VERSION MODULE_DIR PKG [LDFLAGS]: go build into $CACHE/NAME/VERSION once.
+# build NAME VERSION MODULE_DIR PKG [LDFLAGS]: go build into $CACHE/NAME/VERSION once
+# ($CACHE/$OUTDIR/VERSION when OUTDIR is set).
 build() {
   local name=$1 version=$2 dir=$3 pkg=$4 ldflags=${5:-}
-  local out=$CACHE/$name/$version
+  local out=$CACHE/${OUTDIR:-$name}/$version
   if [ ! -x "$out/$name" ]; then
     local start=$SECONDS work
     work=$(mktemp -d)
@@ -48,15 +49,15 @@ build() {
 
 total=$SECONDS
 
-# Pulumi CLI, its Python language host and the scripts that must sit beside them.
+# Pulumi CLI, its Python language host and the scripts that must sit beside them: all in one
+# directory, where the engine looks for bundled plugins (next to the real pulumi binary).
 if ! have pulumi "v$PULUMI_VERSION\$" version; then
   build pulumi "$PULUMI_VERSION" pulumi github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \
     "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_VERSION"
-  build pulumi-language-python "$PULUMI_VERSION" langhost . "-X main.version=$PULUMI_VERSION"
+  OUTDIR=pulumi build pulumi-language-python "$PULUMI_VERSION" langhost . "-X main.version=$PULUMI_VERSION"
   sdk=$(cd "$ROOT/tools/go/langhost" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3)
   for script in cmd/pulumi-language-python-exec dist/pulumi-resource-pulumi-python; do
-    install -m 0755 "$sdk/python/$script" "$CACHE/pulumi-language-python/$PULUMI_VERSION/$(basename "$script")"
-    ln -sf "$CACHE/pulumi-language-python/$PULUMI_VERSION/$(basename "$script")" "$BIN/$(basename "$script")"
+    install -m 0755 "$sdk/python/$script" "$CACHE/pulumi/$PULUMI_VERSION/$(basename "$script")"
   done
 fi
 
@@ -91,6 +92,7 @@ export PATH="$BIN:\$PATH"
 export PULUMI_HOME="$PULUMI_HOME_DIR"
 export PULUMI_SKIP_UPDATE_CHECK=true
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
+export PULUMI_IGNORE_AMBIENT_PLUGINS=true
 ENV
 log "all tools ready in $((SECONDS - total)) s; source $CACHE/env.sh"
 if [ "${1:-}" = "--print-env" ]; then echo "$CACHE/env.sh"; fi

@@ -86,7 +86,7 @@ class PulumiCli:
 
 @pytest.fixture
 def pulumi_cli(tools: dict[str, str], tmp_path: Path) -> PulumiCli:
-    require(tools, "pulumi", "pulumi-language-python", "pulumi-language-python-exec")
+    require(tools, "pulumi", "pulumi-language-python")
     state = tmp_path / "state"
     state.mkdir()
     return PulumiCli(tools, state)

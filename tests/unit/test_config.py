@@ -127,3 +127,38 @@ def test_program_with_bad_config_registers_nothing():
     with pytest.raises(pulumi.RunError):
         program()
     assert rec.registrations == []
+
+
+WORKLOAD_BAD = [
+    ("gpumemMb", "10Gi", "gpu-tenancy:tenants[0].workloads[0].gpumemMb", "plain integer in MB"),
+    ("gpucoresPercent", 150, "gpu-tenancy:tenants[0].workloads[0].gpucoresPercent", "must be 0-100"),
+    ("gpumemMb", 90000, "gpu-tenancy:tenants[0].workloads[0]", "90000 MB exceeds one NVIDIA A100 80GB card"),
+    ("replicas", 4, "gpu-tenancy:tenants[0].workloads", "gpucores % 120 > quota 100"),
+    ("cardType", "H100", "gpu-tenancy:tenants[0].workloads[0].cardType", "matches no card of this tenant"),
+    ("kind", "Job", "gpu-tenancy:tenants[0].workloads[0].kind", "must be one of Pod, Deployment"),
+]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "where", "text"), WORKLOAD_BAD, ids=[w[0] + "=" + str(w[1]) for w in WORKLOAD_BAD]
+)
+def test_bad_workload_gives_one_error(key, value, where, text):
+    config = mutate(f"tenants.0.workloads.0.{key}", value)
+    with pytest.raises(ConfigError) as err:
+        load_stack_config("gpu-tenancy", raw(config))
+    assert len(err.value.problems) == 1, err.value.problems
+    ((got_key, msg),) = err.value.problems
+    assert got_key == where
+    assert text in msg
+
+
+def test_unplaceable_workload_needs_to_be_declared_on_purpose():
+    config = mutate("tenants.0.workloads.0.replicas", 3)
+    config["gpu-tenancy:tenants"][0]["quota"] = {"gpus": 10, "gpumemMb": 200000, "gpucoresPercent": 200}
+    extra = {"name": "fourth", "image": "busybox", "gpumemMb": 20000, "gpucoresPercent": 30}
+    config["gpu-tenancy:tenants"][0]["workloads"].append(extra)
+    with pytest.raises(ConfigError, match=r"fourth\[0\] cannot be placed on the fleet"):
+        load_stack_config("gpu-tenancy", raw(config))
+    extra["failOnPending"] = False
+    cfg = load_stack_config("gpu-tenancy", raw(config))
+    assert [w.name for w in cfg.tenants[0].workloads] == ["shared-a100", "fourth"]

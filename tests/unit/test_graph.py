@@ -176,3 +176,37 @@ def test_stack_outputs(rec):
         "coresPercent": 400,
     }
     assert "secret" in out["managementKubeconfig"]
+
+
+def test_workloads_are_created_after_hami_with_their_bind_release(rec):
+    d = rec.named("team-a-default-shared-a100-deployment")
+    assert d.inputs["spec"]["replicas"] == 3
+    tmpl = d.inputs["spec"]["template"]
+    assert tmpl["metadata"]["labels"] == {"gpu-tenancy/workload": "shared-a100", "gpu-tenancy/tenant": "team-a"}
+    limits = tmpl["spec"]["containers"][0]["resources"]["limits"]
+    assert limits == {"nvidia.com/gpumem": "20000", "nvidia.com/gpucores": "30"}
+    assert tmpl["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+    assert {"team-a-hami-release", "team-a-quota-default"} <= deps(rec, "team-a-default-shared-a100-deployment")
+    assert provider_name(d) == "team-a-cp-k8s"
+    br = rec.named("team-a-default-shared-a100-bind-release")
+    assert br.type == "pulumi-python:dynamic/gpu-tenancy:BindRelease"
+    assert "team-a-default-shared-a100-deployment" in deps(rec, "team-a-default-shared-a100-bind-release")
+    assert br.inputs["selector"] == "gpu-tenancy/workload=shared-a100" and br.inputs["count"] == 3
+    assert "secret" in br.inputs["kubeconfig"]
+    pod = rec.named("team-b-inference-inference-l4-pod")
+    assert pod.inputs["metadata"]["annotations"]["nvidia.com/use-gputype"] == "L4"
+    assert pod.inputs["metadata"]["namespace"] == "inference"
+    assert "team-b-quota-inference" in deps(rec, "team-b-inference-inference-l4-pod")
+    assert "team-b-ns-inference" in deps(rec, "team-b-quota-inference")
+    assert rec.named("team-b-inference-inference-l4-bind-release").inputs["pod_names"] == ["inference-l4"]
+
+
+def test_resource_quotas_mirror_the_tenant_quota(rec):
+    q = rec.named("team-b-quota-inference").inputs
+    assert q["metadata"] == {"name": "gpu-quota", "namespace": "inference"}
+    assert q["spec"]["hard"] == {
+        "limits.nvidia.com/gpu": "40",
+        "limits.nvidia.com/gpumem": "92136",
+        "limits.nvidia.com/gpucores": "400",
+    }
+    assert rec.named("team-a-quota-default").inputs["spec"]["hard"]["limits.nvidia.com/gpumem"] == "81920"

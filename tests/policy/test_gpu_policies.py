@@ -1,0 +1,307 @@
+"""Every policy of the gpu-quotas pack on passing and failing inputs, called directly (plain
+dicts) and through the pack's analyzer servicer (read-only proxies, float numbers, config)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from google.protobuf import struct_pb2
+from pulumi.runtime import proto
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyResource,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    StackValidationArgs,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "policy"))
+import gpu_policies as gp  # noqa: E402
+
+CONFIG = {
+    "tenants": {
+        "team-a": {
+            "model": "A100-80GB",
+            "nodes": 1,
+            "cardsPerNode": 1,
+            "quota": {"gpus": 10, "gpumemMb": 81920, "gpucoresPercent": 100},
+        },
+        "team-b": {
+            "model": "L4",
+            "nodes": 1,
+            "cardsPerNode": 4,
+            "quota": {"gpus": 40, "gpumemMb": 92136, "gpucoresPercent": 400},
+        },
+    }
+}
+OPTS = PolicyResourceOptions(False, [], False, [], None, [])
+POLICY = {p.name: p for p in gp.POLICIES}
+
+
+def container(limits: dict, name: str = "main", where: str = "limits") -> dict:
+    return {"name": name, "image": "busybox", "resources": {where: limits}}
+
+
+def pod_spec(*containers: dict, init: list | None = None) -> dict:
+    spec = {"containers": list(containers)}
+    if init:
+        spec["initContainers"] = init
+    return spec
+
+
+def obj(kind: str, name: str, spec: dict, tenant: str = "team-a", replicas: int | None = None) -> tuple[str, dict]:
+    typ = next(t for t in gp.POD_SPEC_PATHS if t.endswith(":" + kind))
+    meta = {"name": name, "labels": {gp.TENANT_LABEL: tenant}}
+    if kind == "Pod":
+        return typ, {"metadata": meta, "spec": spec}
+    template = {"metadata": {}, "spec": spec}
+    if kind == "CronJob":
+        return typ, {
+            "metadata": meta,
+            "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": template}}},
+        }
+    body: dict = {"template": template}
+    if replicas is not None:
+        body["replicas" if kind != "Job" else "parallelism"] = replicas
+    return typ, {"metadata": meta, "spec": body}
+
+
+def run_resource(policy: str, typ: str, props: dict, config: dict = CONFIG) -> list[str]:
+    out: list[str] = []
+    args = ResourceValidationArgs(typ, props, f"urn:pulumi:s::p::{typ}::x", "x", OPTS, None, config)
+    POLICY[policy].validate(args, lambda msg, urn=None: out.append(msg))
+    return out
+
+
+def run_stack(policy: str, objs: list[tuple[str, dict]], config: dict = CONFIG) -> list[str]:
+    out: list[str] = []
+    resources = [
+        PolicyResource(
+            t, p, f"urn:pulumi:s::p::{t}::{p['metadata']['name']}", p["metadata"]["name"], OPTS, None, None, [], {}
+        )
+        for t, p in objs
+    ]
+    POLICY[policy].validate(StackValidationArgs(resources, config), lambda msg, urn=None: out.append(msg))
+    return out
+
+
+def slice_pod(name: str, mem: int = 20000, cores: int = 30, tenant: str = "team-a") -> tuple[str, dict]:
+    return obj(
+        "Pod", name, pod_spec(container({"nvidia.com/gpumem": str(mem), "nvidia.com/gpucores": str(cores)})), tenant
+    )
+
+
+# --- resource policy: a single request must fit one card -------------------------------------
+
+FITS = [
+    ("slice on A100", slice_pod("p")),
+    ("bare gpu is a whole card", obj("Pod", "p", pod_spec(container({"nvidia.com/gpu": "1"})))),
+    ("no GPU at all", obj("Pod", "p", pod_spec(container({"cpu": "1"})))),
+    ("two L4 cards on a 4-card node", obj("Pod", "p", pod_spec(container({"nvidia.com/gpu": 2}, "c")), "team-b")),
+    ("float MB that is whole", obj("Pod", "p", pod_spec(container({"nvidia.com/gpumem": 20000.0})))),
+    ("requests without limits", obj("Pod", "p", pod_spec(container({"nvidia.com/gpumem": "1000"}, where="requests")))),
+    ("exactly one A100", slice_pod("p", mem=81920, cores=100)),
+    (
+        "canonical 20k, as the API server stores 20000",
+        obj("Pod", "p", pod_spec(container({"nvidia.com/gpumem": "20k"}))),
+    ),
+]
+
+
+@pytest.mark.parametrize(("label", "resource"), FITS, ids=[f[0] for f in FITS])
+def test_fitting_requests_pass(label, resource):
+    assert run_resource("gpu-request-fits-one-card", *resource) == []
+
+
+MISFITS = [
+    (
+        "90000 MB on an 81920 MB card",
+        slice_pod("big", mem=90000),
+        "90000 MB exceeds one NVIDIA A100 80GB card (81920 MB)",
+    ),
+    (
+        "10Gi is not MB",
+        obj("Pod", "p", pod_spec(container({"nvidia.com/gpumem": "10Gi"}))),
+        "'10Gi' is 10737418240, more than HAMi's int32",
+    ),
+    (
+        "not a quantity",
+        obj("Pod", "p", pod_spec(container({"nvidia.com/gpumem": "lots"}))),
+        "not a Kubernetes quantity",
+    ),
+    ("half a MB", obj("Pod", "p", pod_spec(container({"nvidia.com/gpumem": 20000.5}))), "whole number"),
+    ("cores above 100", slice_pod("p", cores=150), "must be 0-100"),
+    (
+        "two GPUs on a one-card node",
+        obj("Pod", "p", pod_spec(container({"nvidia.com/gpu": "2"}))),
+        "2 GPUs per container exceeds the 1 cards of one node",
+    ),
+    ("L4 is 23034 MB", slice_pod("p", mem=24000, tenant="team-b"), "exceeds one NVIDIA L4 24GB card (23034 MB)"),
+    (
+        "init container",
+        obj("Pod", "p", pod_spec(container({"cpu": "1"}), init=[container({"nvidia.com/gpumem": "99999"}, "init")])),
+        "container init",
+    ),
+    (
+        "Deployment",
+        obj("Deployment", "d", pod_spec(container({"nvidia.com/gpumem": "90000"})), replicas=2),
+        "Deployment d",
+    ),
+    ("StatefulSet", obj("StatefulSet", "s", pod_spec(container({"nvidia.com/gpumem": "90000"}))), "StatefulSet s"),
+    ("DaemonSet", obj("DaemonSet", "ds", pod_spec(container({"nvidia.com/gpumem": "90000"}))), "DaemonSet ds"),
+    ("Job", obj("Job", "j", pod_spec(container({"nvidia.com/gpumem": "90000"}))), "Job j"),
+    ("CronJob", obj("CronJob", "cj", pod_spec(container({"nvidia.com/gpumem": "90000"}))), "CronJob cj"),
+    ("ReplicaSet", obj("ReplicaSet", "rs", pod_spec(container({"nvidia.com/gpumem": "90000"}))), "ReplicaSet rs"),
+]
+
+
+@pytest.mark.parametrize(("label", "resource", "text"), MISFITS, ids=[m[0] for m in MISFITS])
+def test_misfits_fail_naming_tenant_workload_and_numbers(label, resource, text):
+    out = run_resource("gpu-request-fits-one-card", *resource)
+    assert len(out) == 1, out
+    assert out[0].startswith("tenant team-")
+    assert text in out[0]
+
+
+def test_unlabelled_object_of_the_only_tenant_is_checked():
+    typ, props = slice_pod("p", mem=90000)
+    del props["metadata"]["labels"]
+    config = {"tenants": {"team-a": CONFIG["tenants"]["team-a"]}}
+    assert run_resource("gpu-request-fits-one-card", typ, props, config)
+
+
+def test_object_of_no_known_tenant_is_reported_as_unchecked():
+    typ, props = slice_pod("p", mem=90000)
+    del props["metadata"]["labels"]
+    assert run_resource("gpu-request-fits-one-card", typ, props) == []
+    (msg,) = run_resource("gpu-values-unknown-at-preview", typ, props)
+    assert "cannot tell which tenant" in msg
+
+
+# --- stack policies: quota sums and fleet fit -------------------------------------------------
+
+
+def test_reference_lab_three_slices_fit_one_a100():
+    pods = [slice_pod(f"p{i}") for i in range(3)]
+    assert run_stack("gpu-quota-per-tenant", pods) == []
+    assert run_stack("gpu-fleet-fit", pods) == []
+
+
+def test_reference_lab_fourth_30_percent_pod_does_not_fit():
+    pods = [slice_pod(f"p{i}") for i in range(4)]
+    (quota,) = run_stack("gpu-quota-per-tenant", pods)
+    assert "tenant team-a is over its GPU quota: gpucores % 120 > quota 100" in quota
+    (fit,) = run_stack("gpu-fleet-fit", pods)
+    assert fit.startswith("tenant team-a: Pod p3[0]/main cannot be placed")
+
+
+def test_90000_mb_pod_cannot_be_placed():
+    (fit,) = run_stack("gpu-fleet-fit", [slice_pod("huge", mem=90000)])
+    assert "Pod huge[0]/main" in fit and "81920 MB" in fit
+
+
+def test_deployment_replicas_count_against_quota():
+    ok = obj(
+        "Deployment", "d", pod_spec(container({"nvidia.com/gpumem": "20000", "nvidia.com/gpucores": "20"})), replicas=4
+    )
+    assert run_stack("gpu-quota-per-tenant", [ok]) == []
+    over = obj(
+        "Deployment", "d", pod_spec(container({"nvidia.com/gpumem": "20000", "nvidia.com/gpucores": "10"})), replicas=5
+    )
+    (msg,) = run_stack("gpu-quota-per-tenant", [over])
+    assert "gpumem MB 100000 > quota 81920" in msg and "Deployment d x5" in msg
+
+
+def test_whole_card_pods_on_the_l4_node():
+    whole = [obj("Pod", f"w{i}", pod_spec(container({"nvidia.com/gpu": "1"})), "team-b") for i in range(4)]
+    assert run_stack("gpu-fleet-fit", whole) == []
+    fifth = [*whole, obj("Pod", "w4", pod_spec(container({"nvidia.com/gpu": "1"})), "team-b")]
+    (msg,) = run_stack("gpu-fleet-fit", fifth)
+    assert "tenant team-b" in msg and "w4" in msg
+
+
+def test_whole_card_and_a_slice_do_not_share_one_a100():
+    pods = [obj("Pod", "whole", pod_spec(container({"nvidia.com/gpu": "1"}))), slice_pod("s", mem=1000, cores=0)]
+    (msg,) = run_stack("gpu-fleet-fit", pods)
+    assert "cannot be placed" in msg
+
+
+def test_tenants_are_summed_apart():
+    pods = [slice_pod(f"a{i}") for i in range(3)] + [
+        slice_pod(f"b{i}", mem=20000, cores=90, tenant="team-b") for i in range(4)
+    ]
+    assert run_stack("gpu-quota-per-tenant", pods) == []
+    assert run_stack("gpu-fleet-fit", pods) == []
+
+
+# --- through the analyzer servicer: proxies, floats, unknowns, config -------------------------
+
+
+def analyze(props: dict, typ: str = "kubernetes:core/v1:Pod") -> list[tuple[str, str]]:
+    from pulumi_policy.policy import _PolicyAnalyzerServicer
+
+    servicer = _PolicyAnalyzerServicer("gpu-quotas", "0.1.0", gp.POLICIES, EnforcementLevel.MANDATORY)
+    cfg = struct_pb2.Struct()
+    cfg.update(CONFIG)
+    servicer.Configure(
+        proto.ConfigureAnalyzerRequest(
+            policyConfig={
+                p.name: proto.PolicyConfig(enforcementLevel=proto.MANDATORY, properties=cfg) for p in gp.POLICIES
+            }
+        ),
+        None,
+    )
+    s = struct_pb2.Struct()
+    s.update(props)
+    resp = servicer.Analyze(proto.AnalyzeRequest(type=typ, properties=s, urn="urn:pulumi:s::p::t::x", name="x"), None)
+    return [(d.policyName, d.message) for d in resp.diagnostics]
+
+
+def test_servicer_numbers_arrive_as_floats_and_still_pass():
+    _, props = slice_pod("p")
+    props["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpumem": 20000, "nvidia.com/gpucores": 30}
+    assert analyze(props) == []
+
+
+def test_servicer_reports_a_misfit():
+    _, props = slice_pod("p", mem=90000)
+    (diag,) = analyze(props)
+    assert diag[0] == "gpu-request-fits-one-card" and "90000 MB" in diag[1]
+
+
+def test_servicer_unknown_value_is_reported_openly():
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
+
+    _, props = slice_pod("p")
+    props["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] = UNKNOWN_STRING_VALUE
+    diags = analyze(props)
+    assert any(name == "gpu-values-unknown-at-preview" and "could not check Pod p" in msg for name, msg in diags), diags
+
+
+def test_quotas_come_from_the_stack_config_when_the_pack_has_none():
+    import json
+
+    from pulumi_policy.policy import _PolicyAnalyzerServicer
+
+    gp.receive_stack_config()
+    tenants = [
+        {
+            "name": "team-a",
+            "workers": 1,
+            "gpu": {"model": "A100-80GB", "cardsPerNode": 1},
+            "quota": {"gpus": 10, "gpumemMb": 81920, "gpucoresPercent": 100},
+        }
+    ]
+    servicer = _PolicyAnalyzerServicer("gpu-quotas", "0.1.0", gp.POLICIES, EnforcementLevel.MANDATORY)
+    servicer.ConfigureStack(
+        proto.AnalyzerStackConfigureRequest(config={"gpu-tenancy:tenants": json.dumps(tenants)}), None
+    )
+    try:
+        pods = [slice_pod(f"p{i}") for i in range(4)]
+        (msg,) = run_stack("gpu-quota-per-tenant", pods, config={})
+        assert "gpucores % 120 > quota 100" in msg
+    finally:
+        gp.STACK_CONFIG.clear()
+    assert run_stack("gpu-quota-per-tenant", pods, config={}) == []
