@@ -43,7 +43,7 @@ def _run(props: dict[str, Any]) -> dict[str, Any]:
     if pending and props.get("fail_on_pending", True):
         lines = "; ".join(f"{props['namespace']}/{p['name'] or '?'}: {p['reason']}" for p in pending)
         raise PendingPodsError(
-            f"{len(pending)} pod(s) not scheduled by HAMi within {props['timeout_seconds']} s: {lines}"
+            f"{len(pending)} pod(s) not scheduled by HAMi within {float(props['timeout_seconds']):g} s: {lines}"
         )
     return {**props, "pods": pods, "pending": len(pending)}
 

@@ -55,14 +55,16 @@ if ! have pulumi "v$PULUMI_VERSION\$" version; then
   build pulumi "$PULUMI_VERSION" pulumi github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \
     "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_VERSION"
   OUTDIR=pulumi build pulumi-language-python "$PULUMI_VERSION" langhost . "-X main.version=$PULUMI_VERSION"
-  sdk=$(cd "$ROOT/tools/go/langhost" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3)
+  sdk=$(cd "$ROOT/tools/go/langhost" && go mod download github.com/pulumi/pulumi/sdk/v3 &&
+    go list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3)
   for script in cmd/pulumi-language-python-exec dist/pulumi-resource-pulumi-python; do
     install -m 0755 "$sdk/python/$script" "$CACHE/pulumi/$PULUMI_VERSION/$(basename "$script")"
   done
 fi
 
 # Kubernetes provider plugin: its main embeds JSON that upstream makes with go generate.
-PRE_BUILD='d=$(go list -m -f "{{.Dir}}" github.com/pulumi/pulumi-kubernetes/provider/v4)/cmd/pulumi-resource-kubernetes
+PRE_BUILD='go mod download github.com/pulumi/pulumi-kubernetes/provider/v4
+d=$(go list -m -f "{{.Dir}}" github.com/pulumi/pulumi-kubernetes/provider/v4)/cmd/pulumi-resource-kubernetes
 python3 - "$d" "$PULUMI_KUBERNETES_VERSION" <<PY
 import json, sys
 src, version = sys.argv[1], sys.argv[2]

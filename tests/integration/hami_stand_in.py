@@ -1,0 +1,54 @@
+"""Stand-in for HAMi's Bind, for tests that cannot run HAMi's scheduler (its Go module is not
+served to these machines). It writes exactly what HAMi v2.8+ writes when it binds a GPU pod:
+the node lock `<RFC3339>,<ns>,<pod>`, the pod's vgpu-node / bind-phase allocating / bind-time
+annotations, then the Binding. What it does NOT do is HAMi's scheduling decision."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+from kubernetes import client
+
+from components import hami_annotations as ha
+
+
+def hami_bind(core: client.CoreV1Api, namespace: str, pod: str, node: str) -> float:
+    """Bind like HAMi's Bind; returns the time.monotonic() of the moment the pod is bound."""
+    lock = ha.encode_node_lock(ha.NodeLock(datetime.now(UTC), namespace, pod))
+    core.patch_node(node, {"metadata": {"annotations": {ha.NODE_LOCK: lock}}})
+    core.patch_namespaced_pod(
+        pod,
+        namespace,
+        {"metadata": {"annotations": {ha.VGPU_NODE: node, ha.BIND_PHASE: ha.PHASE_ALLOCATING,
+                                      ha.BIND_TIME: str(int(time.time()))}}},
+    )
+    core.create_namespaced_pod_binding(
+        pod,
+        namespace,
+        client.V1Binding(metadata=client.V1ObjectMeta(name=pod), target=client.V1ObjectReference(kind="Node", name=node)),
+        _preload_content=False,
+    )
+    return time.monotonic()
+
+
+def wait_for_pod(core: client.CoreV1Api, namespace: str, pod: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            core.read_namespaced_pod(pod, namespace)
+            return
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+        time.sleep(0.2)
+    raise TimeoutError(f"pod {namespace}/{pod} was not created within {timeout} s")
+
+
+def wait_lock_free(core: client.CoreV1Api, node: str, timeout: float = 60) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ha.NODE_LOCK not in (core.read_node(node).metadata.annotations or {}):
+            return time.monotonic()
+        time.sleep(0.05)
+    raise TimeoutError(f"lock on {node} not released within {timeout} s")

@@ -1,0 +1,113 @@
+"""BindRelease (dynamic provider) under the real engine against the real kube-apiserver: the
+workload's pod is bound by a stand-in for HAMi's Bind (hami_stand_in), and the provider, run
+by the engine's Python dynamic-provider host, releases the lock and sets bind-phase success."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from components import hami_annotations as ha
+from tests.integration.cluster import TOKEN, add_node
+from tests.integration.hami_stand_in import hami_bind, wait_for_pod
+
+PROGRAM = Path(__file__).parent / "programs" / "workload"
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def stack(pulumi_cli, cluster, tmp_path):
+    node = f"wl-node-{uuid.uuid4().hex[:6]}"
+    add_node(cluster, node)
+    work = tmp_path / "program"
+    shutil.copytree(PROGRAM, work)
+    pulumi_cli("stack", "init", "test", cwd=work)
+    pulumi_cli("config", "set", "--secret", "kubeconfig", cluster.kubeconfig_text, cwd=work)
+    yield work, node
+    pulumi_cli("destroy", "--yes", cwd=work, check=False)
+    cluster.core().delete_node(node)
+
+
+def set_workload(pulumi_cli, work, **fields):
+    workload = {"name": "trainer", "image": "busybox", "gpumemMb": 20000, "gpucoresPercent": 30, "waitSeconds": 60,
+                **fields}
+    pulumi_cli("config", "set", "workload", json.dumps(workload), cwd=work)
+
+
+def test_up_releases_the_lock_and_a_second_up_changes_nothing(pulumi_cli, cluster, stack):
+    work, node = stack
+    set_workload(pulumi_cli, work)
+    core = cluster.core()
+
+    def hami():
+        wait_for_pod(core, "default", "trainer")
+        hami_bind(core, "default", "trainer", node)
+
+    binder = threading.Thread(target=hami)
+    binder.start()
+    up = pulumi_cli("up", "--yes", "--skip-preview", cwd=work)
+    binder.join()
+    assert "pulumi-python:dynamic/gpu-tenancy:BindRelease" in up.stdout
+    pod = core.read_namespaced_pod("trainer", "default")
+    assert pod.metadata.annotations[ha.BIND_PHASE] == ha.PHASE_SUCCESS
+    assert ha.NODE_LOCK not in (core.read_node(node).metadata.annotations or {})
+    assert pod.metadata.labels["gpu-tenancy/tenant"] == "team-a"
+    outputs = json.loads(pulumi_cli("stack", "output", "--json", cwd=work).stdout)
+    assert outputs["pods"] == [{"name": "trainer", "node": node, "status": "released", "reason": ""}]
+    state = pulumi_cli("stack", "export", cwd=work).stdout
+    assert TOKEN not in state, "the kubeconfig's token is in the state in clear text"
+
+    pulumi_cli("preview", "--expect-no-changes", cwd=work)
+    again = pulumi_cli("up", "--yes", "--skip-preview", cwd=work)
+    assert "updated" not in again.stdout and "created" not in again.stdout, again.stdout
+
+
+def test_pod_that_stays_pending_fails_the_up_with_the_scheduler_reason(pulumi_cli, cluster, stack):
+    work, _ = stack
+    set_workload(pulumi_cli, work, name="too-big", waitSeconds=5)
+    core = cluster.core()
+
+    def scheduler():
+        wait_for_pod(core, "default", "too-big")
+        core.patch_namespaced_pod_status(
+            "too-big",
+            "default",
+            {"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                        "message": "0/1 nodes are available: 1 node(s) CardInsufficientCore."}]}},
+        )
+
+    t = threading.Thread(target=scheduler)
+    t.start()
+    up = pulumi_cli("up", "--yes", "--skip-preview", cwd=work, check=False)
+    t.join()
+    out = up.stdout + up.stderr
+    assert up.returncode != 0
+    assert "1 pod(s) not scheduled by HAMi within 5 s: default/too-big" in out
+    assert "CardInsufficientCore" in out
+
+
+def test_pending_pod_declared_on_purpose_reports_the_reason_as_output(pulumi_cli, cluster, stack):
+    work, _ = stack
+    set_workload(pulumi_cli, work, name="waits", waitSeconds=5, failOnPending=False)
+    core = cluster.core()
+
+    def scheduler():
+        wait_for_pod(core, "default", "waits")
+        core.patch_namespaced_pod_status(
+            "waits",
+            "default",
+            {"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                        "message": "0/1 nodes are available: 1 node(s) CardInsufficientMemory."}]}},
+        )
+
+    t = threading.Thread(target=scheduler)
+    t.start()
+    pulumi_cli("up", "--yes", "--skip-preview", cwd=work)
+    t.join()
+    (pod,) = json.loads(pulumi_cli("stack", "output", "pods", "--json", cwd=work).stdout)
+    assert pod["status"] == "not-bound" and "CardInsufficientMemory" in pod["reason"]
