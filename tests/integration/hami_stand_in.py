@@ -20,13 +20,22 @@ def hami_bind(core: client.CoreV1Api, namespace: str, pod: str, node: str) -> fl
     core.patch_namespaced_pod(
         pod,
         namespace,
-        {"metadata": {"annotations": {ha.VGPU_NODE: node, ha.BIND_PHASE: ha.PHASE_ALLOCATING,
-                                      ha.BIND_TIME: str(int(time.time()))}}},
+        {
+            "metadata": {
+                "annotations": {
+                    ha.VGPU_NODE: node,
+                    ha.BIND_PHASE: ha.PHASE_ALLOCATING,
+                    ha.BIND_TIME: str(int(time.time())),
+                }
+            }
+        },
     )
     core.create_namespaced_pod_binding(
         pod,
         namespace,
-        client.V1Binding(metadata=client.V1ObjectMeta(name=pod), target=client.V1ObjectReference(kind="Node", name=node)),
+        client.V1Binding(
+            metadata=client.V1ObjectMeta(name=pod), target=client.V1ObjectReference(kind="Node", name=node)
+        ),
         _preload_content=False,
     )
     return time.monotonic()

@@ -34,8 +34,14 @@ def stack(pulumi_cli, cluster, tmp_path):
 
 
 def set_workload(pulumi_cli, work, **fields):
-    workload = {"name": "trainer", "image": "busybox", "gpumemMb": 20000, "gpucoresPercent": 30, "waitSeconds": 60,
-                **fields}
+    workload = {
+        "name": "trainer",
+        "image": "busybox",
+        "gpumemMb": 20000,
+        "gpucoresPercent": 30,
+        "waitSeconds": 60,
+        **fields,
+    }
     pulumi_cli("config", "set", "workload", json.dumps(workload), cwd=work)
 
 
@@ -77,8 +83,18 @@ def test_pod_that_stays_pending_fails_the_up_with_the_scheduler_reason(pulumi_cl
         core.patch_namespaced_pod_status(
             "too-big",
             "default",
-            {"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                        "message": "0/1 nodes are available: 1 node(s) CardInsufficientCore."}]}},
+            {
+                "status": {
+                    "conditions": [
+                        {
+                            "type": "PodScheduled",
+                            "status": "False",
+                            "reason": "Unschedulable",
+                            "message": "0/1 nodes are available: 1 node(s) CardInsufficientCore.",
+                        }
+                    ]
+                }
+            },
         )
 
     t = threading.Thread(target=scheduler)
@@ -101,8 +117,18 @@ def test_pending_pod_declared_on_purpose_reports_the_reason_as_output(pulumi_cli
         core.patch_namespaced_pod_status(
             "waits",
             "default",
-            {"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                        "message": "0/1 nodes are available: 1 node(s) CardInsufficientMemory."}]}},
+            {
+                "status": {
+                    "conditions": [
+                        {
+                            "type": "PodScheduled",
+                            "status": "False",
+                            "reason": "Unschedulable",
+                            "message": "0/1 nodes are available: 1 node(s) CardInsufficientMemory.",
+                        }
+                    ]
+                }
+            },
         )
 
     t = threading.Thread(target=scheduler)
