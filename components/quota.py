@@ -173,11 +173,20 @@ def fleet_capacity(nodes: int, cards_per_node: int, card: GpuModel) -> Quota:
 
 @dataclass
 class _Card:
-    node: int
     mem_free: int
     cores_free: int
     slots_free: int
     used: bool = False
+
+    def takes(self, req: GpuRequest, card: GpuModel) -> bool:
+        """Whether one vGPU of `req` fits on this card, with HAMi's per-card rules."""
+        return (
+            self.slots_free > 0
+            and self.mem_free >= req.mem_mb
+            and self.cores_free >= req.cores
+            and not (req.cores >= card.cores and self.used)  # exclusive needs an unused card
+            and not (req.cores == 0 and self.cores_free == 0)  # CardComputeUnitsExhausted
+        )
 
 
 def first_unplaceable(
@@ -186,35 +195,29 @@ def first_unplaceable(
     """Name of the first pod that cannot be packed onto the fleet, or None if all fit.
 
     First-fit decreasing by memory: each vGPU of a pod goes to a different card of one node,
-    exclusive (100 % cores) requests need an unused card, as HAMi requires.
+    exclusive (100 % cores) requests need an unused card, as HAMi requires. A node that fills up
+    is dropped from the scan, so the cost is about pods x nodes that still have room.
     """
     fleet = [
-        _Card(node=n, mem_free=card.memory_mb, cores_free=card.cores, slots_free=card.split_count)
-        for n in range(nodes)
-        for _ in range(cards_per_node)
+        [
+            _Card(mem_free=card.memory_mb, cores_free=card.cores, slots_free=card.split_count)
+            for _ in range(cards_per_node)
+        ]
+        for _ in range(nodes)
     ]
     ordered = sorted(pods, key=lambda p: (p[1].total_mem_mb, p[1].total_cores), reverse=True)
     for name, req in ordered:
-        placed = False
-        for node in range(nodes):
-            fits = [
-                c
-                for c in fleet
-                if c.node == node
-                and c.slots_free > 0
-                and c.mem_free >= req.mem_mb
-                and c.cores_free >= req.cores
-                and not (req.cores >= card.cores and c.used)
-                and not (req.cores == 0 and c.cores_free == 0)
-            ]
+        for i, cards in enumerate(fleet):
+            fits = [c for c in cards if c.takes(req, card)]
             if len(fits) >= req.gpus:
                 for c in sorted(fits, key=lambda c: (c.mem_free, c.cores_free))[: req.gpus]:
                     c.mem_free -= req.mem_mb
                     c.cores_free -= req.cores
                     c.slots_free -= 1
                     c.used = True
-                placed = True
+                if not any(c.slots_free > 0 and c.mem_free > 0 for c in cards):
+                    del fleet[i]  # full: never scanned again
                 break
-        if not placed:
+        else:
             return name
     return None
