@@ -68,7 +68,8 @@ def main(count: int = 50) -> None:
         print(f"bind -> lock removed: median {median:.3f} s, p99 {p99:.3f} s, max {delays[-1]:.3f} s")
         print(f"HAMi lock expiry without release: {HAMI_LOCK_EXPIRY_S:.0f} s per pod")
         print(
-            f"ratio expiry / median delay: {HAMI_LOCK_EXPIRY_S / median:,.0f}x; expiry / p99: {HAMI_LOCK_EXPIRY_S / p99:,.0f}x"
+            f"ratio expiry / median delay: {HAMI_LOCK_EXPIRY_S / median:,.0f}x; "
+            f"expiry / p99: {HAMI_LOCK_EXPIRY_S / p99:,.0f}x"
         )
         print(
             f"all {count} pods bound in {total:.1f} s (with expiry alone: >= {(count - 1) * HAMI_LOCK_EXPIRY_S:,.0f} s)"
