@@ -95,6 +95,7 @@ class GpuTenant(pulumi.ComponentResource):
             f"{name}-hami",
             HamiArgs(
                 provider=provider,
+                kubeconfig=self.control_plane.automation_kubeconfig,
                 kubernetes_version=t.kubernetes_version,
                 node_lock_timeout=args.hami.node_lock_timeout,
                 depends_on=[*joins, self.network, self.inventory],
@@ -126,7 +127,7 @@ class GpuTenant(pulumi.ComponentResource):
                     workload=w,
                     provider=provider,
                     kubeconfig=self.control_plane.automation_kubeconfig,
-                    depends_on=[self.hami, self.quota],
+                    depends_on=[self.hami.webhook, self.quota],
                 ),
                 opts=child,
             )

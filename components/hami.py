@@ -9,6 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions
+from components.webhook_probe import HamiWebhookProbe
 
 HAMI_NAMESPACE = "hami-system"
 # A release name containing "hami" keeps the chart's fullname "hami" (hami-scheduler, ...).
@@ -43,9 +44,17 @@ def hami_values(kubernetes_version: str, node_lock_timeout: str) -> dict[str, An
     }
 
 
+def _revision(status: Any) -> int | None:
+    """The Helm revision from a release status (a new revision re-runs the webhook probe)."""
+    if status is None:
+        return None
+    return status.get("revision") if isinstance(status, dict) else getattr(status, "revision", None)
+
+
 @dataclass
 class HamiArgs:
     provider: k8s.Provider
+    kubeconfig: pulumi.Input[str]
     kubernetes_version: str
     node_lock_timeout: str
     # Nodes and CNI: the scheduler pod needs a Ready node before the release can be ready.
@@ -53,9 +62,11 @@ class HamiArgs:
 
 
 class Hami(pulumi.ComponentResource):
-    """A real Helm release (its webhook certificates come from Helm hook jobs)."""
+    """A real Helm release (its webhook certificates come from Helm hook jobs), then a probe that
+    fails the update unless the tenant API server reaches HAMi's webhook (through Konnectivity)."""
 
     release: k8s.helm.v3.Release
+    webhook: HamiWebhookProbe
 
     def __init__(self, name: str, args: HamiArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:Hami", name, None, opts)
@@ -71,4 +82,10 @@ class Hami(pulumi.ComponentResource):
             timeout=HELM_TIMEOUT_SECONDS,
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.depends_on),
         )
-        self.register_outputs({"status": self.release.status})
+        self.webhook = HamiWebhookProbe(
+            f"{name}-webhook-probe",
+            kubeconfig=args.kubeconfig,
+            hami_revision=self.release.status.apply(_revision),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release]),
+        )
+        self.register_outputs({"status": self.release.status, "webhook": self.webhook.scheduler_name})

@@ -186,7 +186,8 @@ def test_workloads_are_created_after_hami_with_their_bind_release(rec):
     limits = tmpl["spec"]["containers"][0]["resources"]["limits"]
     assert limits == {"nvidia.com/gpumem": "20000", "nvidia.com/gpucores": "30"}
     assert tmpl["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
-    assert {"team-a-hami-release", "team-a-quota-default"} <= deps(rec, "team-a-default-shared-a100-deployment")
+    assert {"team-a-hami-webhook-probe", "team-a-quota-default"} <= deps(rec, "team-a-default-shared-a100-deployment")
+    assert "team-a-hami-release" in deps(rec, "team-a-hami-webhook-probe")
     assert provider_name(d) == "team-a-cp-k8s"
     br = rec.named("team-a-default-shared-a100-bind-release")
     assert br.type == "pulumi-python:dynamic/gpu-tenancy:BindRelease"

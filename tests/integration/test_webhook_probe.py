@@ -1,0 +1,124 @@
+"""HamiWebhookProbe against a real kube-apiserver: with no webhook reachable it fails with a
+plain reason; with a mutating webhook that rewrites schedulerName as HAMi's does (a stand-in:
+HAMi cannot be built here) registered on the API server, it passes."""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+from kubernetes import client
+
+from components import webhook_probe as wp
+from tests.integration.cluster import free_port
+
+pytestmark = pytest.mark.integration
+
+
+def test_unreachable_webhook_is_reported_plainly(cluster):
+    with pytest.raises(wp.WebhookUnreachableError) as err:
+        wp.probe(cluster.core(), "default", timeout=1, interval=0.5)
+    text = str(err.value)
+    assert "schedulerName 'default-scheduler'" in text
+    assert "Konnectivity" in text and "default scheduler, without HAMi" in text
+
+
+class _Mutator(BaseHTTPRequestHandler):
+    """Answers AdmissionReview v1beta1 (what HAMi's chart declares) with HAMi's mutation."""
+
+    def do_POST(self):  # noqa: N802 - http.server API
+        review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        patch = [{"op": "replace", "path": "/spec/schedulerName", "value": "hami-scheduler"}]
+        body = {
+            "apiVersion": review["apiVersion"],
+            "kind": "AdmissionReview",
+            "response": {
+                "uid": review["request"]["uid"],
+                "allowed": True,
+                "patchType": "JSONPatch",
+                "patch": base64.b64encode(json.dumps(patch).encode()).decode(),
+            },
+        }
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def stand_in_webhook(cluster):
+    w = cluster.workdir
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(w / "wh.key"),
+            "-out",
+            str(w / "wh.crt"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    port = free_port()
+    server = HTTPServer(("127.0.0.1", port), _Mutator)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(w / "wh.crt", w / "wh.key")
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    api = client.AdmissionregistrationV1Api(cluster.api_client())
+    name = "stand-in-vgpu.hami.io"
+    api.create_mutating_webhook_configuration(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": [
+                {
+                    "name": "vgpu.hami.io",
+                    "admissionReviewVersions": ["v1beta1"],
+                    "clientConfig": {
+                        "url": f"https://127.0.0.1:{port}/webhook",
+                        "caBundle": base64.b64encode((w / "wh.crt").read_bytes()).decode(),
+                    },
+                    "rules": [
+                        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+                    ],
+                    "sideEffects": "None",
+                    "failurePolicy": "Ignore",
+                    "timeoutSeconds": 5,
+                }
+            ],
+        }
+    )
+    yield
+    api.delete_mutating_webhook_configuration(name)
+    server.shutdown()
+
+
+def test_reachable_webhook_passes_and_nothing_is_created(cluster, stand_in_webhook):
+    core = cluster.core()
+    assert wp.probe(core, "default", timeout=30, interval=0.5) == "hami-scheduler"
+    with pytest.raises(client.ApiException) as err:
+        core.read_namespaced_pod(wp.PROBE_POD, "default")
+    assert err.value.status == 404  # dry run: the probe pod was never stored
