@@ -196,6 +196,26 @@ class TestCluster:
             time.sleep(0.5)
         raise TimeoutError(f"kube-apiserver not ready after {timeout} s: {last}")
 
+    def start_scheduler(self) -> subprocess.Popen:
+        """kube-scheduler (default profile) against this API server; stopped with the cluster."""
+        log = open(self.workdir / "kube-scheduler.log", "w")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(
+            [
+                self._bin("kube-scheduler"),
+                f"--kubeconfig={self.kubeconfig_path}",
+                f"--authentication-kubeconfig={self.kubeconfig_path}",
+                f"--authorization-kubeconfig={self.kubeconfig_path}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+        )
+        self.procs.append(proc)
+        return proc
+
     def api_client(self) -> Any:
         from kubernetes import config
 
@@ -226,6 +246,8 @@ def add_node(cluster: TestCluster, name: str) -> None:
 
     core = cluster.core()
     core.create_node(client.V1Node(metadata=client.V1ObjectMeta(name=name, labels={"kubernetes.io/hostname": name})))
+    # The API server taints new nodes not-ready; no node-lifecycle controller runs to lift it.
+    core.patch_node(name, {"spec": {"taints": None}})
     resources = {"cpu": "8", "memory": "32Gi", "pods": "110"}
     core.patch_node_status(
         name,

@@ -1,0 +1,155 @@
+"""The reference lab's eight checks, plus idempotence, on a live dev stack (Docker host only).
+
+Fake cards give no runtime GPU isolation: what is checked is HAMi's accounting and scheduling,
+the tenants' isolation and the release of HAMi's node lock, all on the real components.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+from kubernetes import client
+
+from components import hami_annotations as ha
+from components import lock_release
+
+pytestmark = pytest.mark.e2e
+NAMESPACE = f"acceptance-{uuid.uuid4().hex[:6]}"
+
+
+def node_names(core) -> set[str]:
+    return {n.metadata.name for n in core.list_node().items}
+
+
+def test_1_each_tenant_sees_only_its_own_nodes(outputs, team_a, team_b):
+    assert node_names(team_a) == set(outputs["team-a"]["nodes"])
+    assert node_names(team_b) == set(outputs["team-b"]["nodes"])
+    assert not node_names(team_a) & node_names(team_b)
+
+
+def test_2_each_tenant_sees_only_its_own_pods(team_a, team_b):
+    uids_a = {p.metadata.uid for p in team_a.list_pod_for_all_namespaces().items}
+    uids_b = {p.metadata.uid for p in team_b.list_pod_for_all_namespaces().items}
+    assert uids_a and uids_b and not uids_a & uids_b
+    nodes_a = node_names(team_a)
+    assert all(p.spec.node_name in nodes_a for p in team_a.list_pod_for_all_namespaces().items if p.spec.node_name)
+
+
+def test_3_each_tenant_sees_only_its_own_gpu_capacity(team_a, team_b):
+    for core, model, memory in ((team_a, "NVIDIA A100-SXM4-80GB", 81920), (team_b, "NVIDIA L4", 23034)):
+        for node in core.list_node().items:
+            devices = ha.decode_node_register(node.metadata.annotations[ha.NODE_REGISTER])
+            assert {(d.type, d.devmem) for d in devices} == {(model, memory)}
+            assert int(node.status.allocatable.get(ha.RES_GPUMEM, "0")) == memory * len(devices)
+
+
+@pytest.fixture(scope="module")
+def gpu_namespace(team_a):
+    team_a.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE)))
+    stop = threading.Event()
+
+    def release_loop():  # what BindRelease does for stack-managed pods, here for the test's own
+        while not stop.is_set():
+            lock_release.release_all(team_a, NAMESPACE)
+            stop.wait(0.5)
+
+    t = threading.Thread(target=release_loop, daemon=True)
+    t.start()
+    yield NAMESPACE
+    stop.set()
+    t.join()
+    team_a.delete_namespace(NAMESPACE)
+
+
+def gpu_pod(core, name: str, mem: int, cores: int) -> None:
+    limits = {ha.RES_GPUMEM: str(mem), ha.RES_GPUCORES: str(cores)}
+    core.create_namespaced_pod(
+        NAMESPACE,
+        client.V1Pod(
+            metadata=client.V1ObjectMeta(name=name),
+            spec=client.V1PodSpec(
+                containers=[
+                    client.V1Container(
+                        name="c",
+                        image="docker.io/library/busybox:1.36",
+                        command=["sleep", "infinity"],
+                        resources=client.V1ResourceRequirements(limits=limits),
+                    )
+                ]
+            ),
+        ),
+    )
+
+
+def wait_scheduled(core, name: str, timeout: float = 120) -> client.V1Pod:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pod = core.read_namespaced_pod(name, NAMESPACE)
+        if pod.spec.node_name:
+            return pod
+        time.sleep(1)
+    raise AssertionError(
+        f"{name} not scheduled in {timeout} s: {lock_release.scheduling_reason(core, NAMESPACE, name)}"
+    )
+
+
+def wait_reason(core, name: str, text: str, timeout: float = 120) -> str:
+    deadline = time.monotonic() + timeout
+    reason = ""
+    while time.monotonic() < deadline:
+        reason = lock_release.scheduling_reason(core, NAMESPACE, name)
+        if text in reason:
+            assert not core.read_namespaced_pod(name, NAMESPACE).spec.node_name
+            return reason
+        time.sleep(2)
+    raise AssertionError(f"{name}: expected {text}, got {reason!r}")
+
+
+def test_4_gpu_pods_are_admitted_by_hamis_webhook(team_a, gpu_namespace):
+    gpu_pod(team_a, "probe", 1000, 5)
+    pod = team_a.read_namespaced_pod("probe", NAMESPACE)
+    assert pod.spec.scheduler_name == "hami-scheduler", (
+        "HAMi's webhook was NOT reached (schedulerName stayed "
+        f"{pod.spec.scheduler_name!r}): the tenant API server cannot reach it through Konnectivity, and GPU "
+        "pods are being scheduled by the default scheduler without HAMi"
+    )
+    team_a.delete_namespaced_pod("probe", NAMESPACE, grace_period_seconds=0)
+
+
+def test_5_three_pods_share_one_card(team_a, gpu_namespace):
+    started = time.monotonic()
+    for i in range(3):
+        gpu_pod(team_a, f"share-{i}", 20000, 30)
+    pods = [wait_scheduled(team_a, f"share-{i}") for i in range(3)]
+    devices = {ha.decode_pod_devices(p.metadata.annotations[ha.DEVICES_ALLOCATED])[0][0].uuid for p in pods}
+    assert len(devices) == 1, devices
+    # 8: none of them waited on HAMi's node lock (300 s expiry) to be scheduled
+    assert time.monotonic() - started < 120
+
+
+def test_6_a_fourth_30_percent_pod_stays_pending_with_card_insufficient_core(team_a, gpu_namespace):
+    gpu_pod(team_a, "fourth", 20000, 30)
+    wait_reason(team_a, "fourth", "CardInsufficientCore")
+
+
+def test_7_90000_mb_stays_pending_with_card_insufficient_memory(team_a, gpu_namespace):
+    gpu_pod(team_a, "too-big", 90000, 10)
+    wait_reason(team_a, "too-big", "CardInsufficientMemory")
+
+
+def test_8_no_lock_is_left_behind(team_a, gpu_namespace):
+    time.sleep(2)
+    for node in team_a.list_node().items:
+        lock = (node.metadata.annotations or {}).get(ha.NODE_LOCK)
+        if lock:
+            held = ha.decode_node_lock(lock)
+            pod = team_a.read_namespaced_pod(held.pod, held.namespace)
+            assert pod.metadata.annotations.get(ha.BIND_PHASE) != ha.PHASE_SUCCESS, f"stale lock {lock}"
+
+
+def test_a_second_up_changes_nothing(pulumi_dev):
+    result = pulumi_dev("preview", "--expect-no-changes")
+    assert result.returncode == 0, result.stdout + result.stderr

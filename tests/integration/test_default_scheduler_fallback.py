@@ -1,0 +1,52 @@
+"""What HamiWebhookProbe guards against, shown with the real kube-scheduler: when HAMi's webhook is
+not reached, a GPU pod keeps `default-scheduler`, and on a node whose capacity shows
+`nvidia.com/gpu` (as the mock setup seeds it) it is placed with no HAMi accounting at all."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kubernetes import client
+
+from components import hami_annotations as ha
+from components import webhook_probe as wp
+from components.node_gpu_capacity import NodeGpuCapacityProvider
+from tests.integration.cluster import add_node
+from tests.integration.conftest import require
+
+pytestmark = pytest.mark.integration
+
+
+def test_without_the_webhook_a_gpu_pod_bypasses_hami(cluster, tools):
+    require(tools, "kube-scheduler")
+    core = cluster.core()
+    add_node(cluster, "fallback-node")
+    NodeGpuCapacityProvider().create({"kubeconfig": cluster.kubeconfig_text, "node": "fallback-node", "count": 10})
+    cluster.start_scheduler()
+    core.create_namespaced_pod(
+        "default",
+        client.V1Pod(
+            metadata=client.V1ObjectMeta(name="unguarded"),
+            spec=client.V1PodSpec(
+                containers=[
+                    client.V1Container(
+                        name="c", image="busybox", resources=client.V1ResourceRequirements(limits={ha.RES_GPU: "1"})
+                    )
+                ]
+            ),
+        ),
+    )
+    deadline = time.monotonic() + 90
+    pod = core.read_namespaced_pod("unguarded", "default")
+    while not pod.spec.node_name and time.monotonic() < deadline:
+        time.sleep(0.5)
+        pod = core.read_namespaced_pod("unguarded", "default")
+    assert pod.spec.node_name == "fallback-node"
+    assert pod.spec.scheduler_name == "default-scheduler"
+    assert ha.DEVICES_ALLOCATED not in (pod.metadata.annotations or {})  # HAMi never saw it
+    # ...which is exactly what the probe reports instead of passing
+    with pytest.raises(wp.WebhookUnreachableError):
+        wp.probe(core, "default", timeout=1, interval=0.5)
+    core.delete_namespaced_pod("unguarded", "default", grace_period_seconds=0)
+    core.delete_node("fallback-node")
