@@ -17,6 +17,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
 from components import lock_release
+from components.kubeconfig import core_api
 
 WAIT_INPUTS = ("namespace", "pod_names", "selector", "count", "workload_uid")
 
@@ -26,7 +27,7 @@ class PendingPodsError(Exception):
 
 
 def _run(props: dict[str, Any]) -> dict[str, Any]:
-    core = lock_release.core_api(props["kubeconfig"])
+    core = core_api(props["kubeconfig"])
     results = lock_release.wait_and_release_pods(
         core,
         props["namespace"],

@@ -1,8 +1,18 @@
-"""Kubeconfig text helpers (pure): point a kubeconfig at an address the caller can reach."""
+"""Kubeconfig text helpers: point a kubeconfig at an address the caller can reach, and open a
+Kubernetes client from a kubeconfig's text (what the dynamic providers receive as a secret)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import yaml
+
+
+def core_api(kubeconfig: str) -> Any:
+    """A CoreV1Api for a kubeconfig's text; made per call, never kept on a pickled provider."""
+    from kubernetes import client, config
+
+    return client.CoreV1Api(config.new_client_from_config_dict(yaml.safe_load(kubeconfig)))
 
 
 def rewrite_server(kubeconfig: str, server: str) -> str:

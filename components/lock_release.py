@@ -18,9 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from components import hami_annotations as ha
+from components.kubeconfig import core_api
 
 log = logging.getLogger("gpu-tenancy.lock-release")
 
@@ -45,13 +44,6 @@ class Outcome:
 
 def _status(exc: Exception) -> int | None:
     return getattr(exc, "status", None)
-
-
-def core_api(kubeconfig: str) -> Any:
-    """A CoreV1Api for a kubeconfig's text."""
-    from kubernetes import client, config
-
-    return client.CoreV1Api(config.new_client_from_config_dict(yaml.safe_load(kubeconfig)))
 
 
 def release_node_lock(core: Any, node: str, namespace: str, pod: str) -> str:

@@ -12,17 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
-import yaml
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
 from components.hami_annotations import RES_GPU
-
-
-def core_api(kubeconfig: str) -> Any:
-    """A CoreV1Api for a kubeconfig's text (tests replace this factory)."""
-    from kubernetes import client, config
-
-    return client.CoreV1Api(config.new_client_from_config_dict(yaml.safe_load(kubeconfig)))
+from components.kubeconfig import core_api
 
 
 def _status_patch(count: int | None) -> dict[str, Any]:

@@ -14,10 +14,10 @@ import time
 from typing import Any
 
 import pulumi
-import yaml
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
 from components.hami_annotations import RES_GPUMEM
+from components.kubeconfig import core_api
 
 HAMI_SCHEDULER_NAME = "hami-scheduler"
 PROBE_POD = "gpu-tenancy-webhook-probe"
@@ -25,12 +25,6 @@ PROBE_POD = "gpu-tenancy-webhook-probe"
 
 class WebhookUnreachableError(Exception):
     """HAMi's webhook did not mutate a GPU pod: GPU pods would bypass HAMi."""
-
-
-def core_api(kubeconfig: str) -> Any:
-    from kubernetes import client, config
-
-    return client.CoreV1Api(config.new_client_from_config_dict(yaml.safe_load(kubeconfig)))
 
 
 def probe_pod() -> dict[str, Any]:

@@ -32,6 +32,16 @@ def _openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
 
+def self_signed(workdir: Path, name: str, subject: str, san: str | None = None) -> tuple[Path, Path]:
+    """A self-signed certificate and key (openssl), valid two days; returns (crt, key)."""
+    extra = ["-addext", f"subjectAltName={san}"] if san else []
+    # fmt: off
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", subject, *extra,
+             "-keyout", f"{name}.key", "-out", f"{name}.crt", cwd=workdir)
+    # fmt: on
+    return workdir / f"{name}.crt", workdir / f"{name}.key"
+
+
 @dataclass
 class TestCluster:
     workdir: Path
@@ -46,22 +56,7 @@ class TestCluster:
 
     def start(self) -> TestCluster:
         w = self.workdir
-        _openssl(
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=gpu-tenancy-test-ca",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            cwd=w,
-        )
+        self_signed(w, "ca", "/CN=gpu-tenancy-test-ca")
         (w / "san.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
         _openssl(
             "req",

@@ -61,3 +61,18 @@ def wait_lock_free(core: client.CoreV1Api, node: str, timeout: float = 60) -> fl
             return time.monotonic()
         time.sleep(0.05)
     raise TimeoutError(f"lock on {node} not released within {timeout} s")
+
+
+def mark_unschedulable(core: client.CoreV1Api, namespace: str, pod: str, message: str) -> None:
+    """Write the PodScheduled=False condition kube-scheduler writes for a pod that does not fit."""
+    core.patch_namespaced_pod_status(
+        pod,
+        namespace,
+        {
+            "status": {
+                "conditions": [
+                    {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+                ]
+            }
+        },
+    )

@@ -14,7 +14,7 @@ import pytest
 
 from components import hami_annotations as ha
 from tests.integration.cluster import TOKEN, add_node
-from tests.integration.hami_stand_in import hami_bind, wait_for_pod
+from tests.integration.hami_stand_in import hami_bind, mark_unschedulable, wait_for_pod
 
 PROGRAM = Path(__file__).parent / "programs" / "workload"
 pytestmark = pytest.mark.integration
@@ -80,22 +80,7 @@ def test_pod_that_stays_pending_fails_the_up_with_the_scheduler_reason(pulumi_cl
 
     def scheduler():
         wait_for_pod(core, "default", "too-big")
-        core.patch_namespaced_pod_status(
-            "too-big",
-            "default",
-            {
-                "status": {
-                    "conditions": [
-                        {
-                            "type": "PodScheduled",
-                            "status": "False",
-                            "reason": "Unschedulable",
-                            "message": "0/1 nodes are available: 1 node(s) CardInsufficientCore.",
-                        }
-                    ]
-                }
-            },
-        )
+        mark_unschedulable(core, "default", "too-big", "0/1 nodes are available: 1 node(s) CardInsufficientCore.")
 
     t = threading.Thread(target=scheduler)
     t.start()
@@ -114,22 +99,7 @@ def test_pending_pod_declared_on_purpose_reports_the_reason_as_output(pulumi_cli
 
     def scheduler():
         wait_for_pod(core, "default", "waits")
-        core.patch_namespaced_pod_status(
-            "waits",
-            "default",
-            {
-                "status": {
-                    "conditions": [
-                        {
-                            "type": "PodScheduled",
-                            "status": "False",
-                            "reason": "Unschedulable",
-                            "message": "0/1 nodes are available: 1 node(s) CardInsufficientMemory.",
-                        }
-                    ]
-                }
-            },
-        )
+        mark_unschedulable(core, "default", "waits", "0/1 nodes are available: 1 node(s) CardInsufficientMemory.")
 
     t = threading.Thread(target=scheduler)
     t.start()

@@ -12,18 +12,27 @@ from kubernetes import client
 from components import hami_annotations as ha
 from components import webhook_probe as wp
 from components.node_gpu_capacity import NodeGpuCapacityProvider
-from tests.integration.cluster import add_node
+from tests.integration.cluster import add_node, start_cluster
 from tests.integration.conftest import require
 
 pytestmark = pytest.mark.integration
 
 
-def test_without_the_webhook_a_gpu_pod_bypasses_hami(cluster, tools):
-    require(tools, "kube-scheduler")
+@pytest.fixture
+def scheduled_cluster(tools):
+    """A cluster of its own: a running scheduler would bind the other tests' unbound pods."""
+    require(tools, "kube-apiserver", "etcd", "kube-scheduler", "openssl")
+    c = start_cluster(tools)
+    c.start_scheduler()
+    yield c
+    c.stop()
+
+
+def test_without_the_webhook_a_gpu_pod_bypasses_hami(scheduled_cluster):
+    cluster = scheduled_cluster
     core = cluster.core()
     add_node(cluster, "fallback-node")
     NodeGpuCapacityProvider().create({"kubeconfig": cluster.kubeconfig_text, "node": "fallback-node", "count": 10})
-    cluster.start_scheduler()
     core.create_namespaced_pod(
         "default",
         client.V1Pod(
@@ -48,5 +57,3 @@ def test_without_the_webhook_a_gpu_pod_bypasses_hami(cluster, tools):
     # ...which is exactly what the probe reports instead of passing
     with pytest.raises(wp.WebhookUnreachableError):
         wp.probe(core, "default", timeout=1, interval=0.5)
-    core.delete_namespaced_pod("unguarded", "default", grace_period_seconds=0)
-    core.delete_node("fallback-node")

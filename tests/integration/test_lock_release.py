@@ -14,6 +14,7 @@ from kubernetes import client
 from components import hami_annotations as ha
 from components import lock_release as lr
 from tests.integration.cluster import add_node
+from tests.integration.hami_stand_in import mark_unschedulable
 
 pytestmark = pytest.mark.integration
 
@@ -179,22 +180,7 @@ def test_unbound_pod_times_out_with_the_scheduler_reason(cluster):
             spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")]),
         ),
     )
-    core.patch_namespaced_pod_status(
-        name,
-        "default",
-        {
-            "status": {
-                "conditions": [
-                    {
-                        "type": "PodScheduled",
-                        "status": "False",
-                        "reason": "Unschedulable",
-                        "message": "0/1 nodes are available: 1 node(s) CardInsufficientCore.",
-                    }
-                ]
-            }
-        },
-    )
+    mark_unschedulable(core, "default", name, "0/1 nodes are available: 1 node(s) CardInsufficientCore.")
     outcome = lr.wait_and_release(core, "default", name, timeout=1.0, interval=0.2)
     assert outcome.status == lr.NOT_BOUND
     assert "CardInsufficientCore" in outcome.detail

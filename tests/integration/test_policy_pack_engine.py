@@ -10,20 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.policy.test_gpu_policies import CONFIG as POLICY_TEST_CONFIG
 from tests.unit.harness import load_config_file
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = Path(__file__).parent / "programs" / "gpu_pods"
-PACK_CONFIG = {
-    "tenants": {
-        "team-a": {
-            "model": "A100-80GB",
-            "nodes": 1,
-            "cardsPerNode": 1,
-            "quota": {"gpus": 10, "gpumemMb": 81920, "gpucoresPercent": 100},
-        },
-    }
-}
+PACK_CONFIG = {"tenants": {"team-a": POLICY_TEST_CONFIG["tenants"]["team-a"]}}
 POLICIES = ("gpu-request-fits-one-card", "gpu-values-unknown-at-preview", "gpu-quota-per-tenant", "gpu-fleet-fit")
 
 pytestmark = pytest.mark.integration

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import json
 import ssl
-import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -15,7 +14,7 @@ import pytest
 from kubernetes import client
 
 from components import webhook_probe as wp
-from tests.integration.cluster import free_port
+from tests.integration.cluster import free_port, self_signed
 
 pytestmark = pytest.mark.integration
 
@@ -58,32 +57,11 @@ class _Mutator(BaseHTTPRequestHandler):
 @pytest.fixture
 def stand_in_webhook(cluster):
     w = cluster.workdir
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(w / "wh.key"),
-            "-out",
-            str(w / "wh.crt"),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    crt, key = self_signed(w, "webhook", "/CN=127.0.0.1", san="IP:127.0.0.1")
     port = free_port()
     server = HTTPServer(("127.0.0.1", port), _Mutator)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(w / "wh.crt", w / "wh.key")
+    ctx.load_cert_chain(crt, key)
     server.socket = ctx.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     api = client.AdmissionregistrationV1Api(cluster.api_client())
@@ -99,7 +77,7 @@ def stand_in_webhook(cluster):
                     "admissionReviewVersions": ["v1beta1"],
                     "clientConfig": {
                         "url": f"https://127.0.0.1:{port}/webhook",
-                        "caBundle": base64.b64encode((w / "wh.crt").read_bytes()).decode(),
+                        "caBundle": base64.b64encode(crt.read_bytes()).decode(),
                     },
                     "rules": [
                         {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
