@@ -194,3 +194,14 @@ def test_release_all_only_touches_allocating_pods(cluster, node):
     results = {(ns, p): o.status for ns, p, o in lr.release_all(core, "default")}
     assert results[("default", mine)] == lr.RELEASED
     assert ("default", done) not in results
+
+
+def test_release_loop_command_one_pass(cluster, node, tmp_path):
+    core = cluster.core()
+    pod = bound_pod(core, node)
+    lock(core, node, lock_for(pod))
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(cluster.kubeconfig_text)
+    assert lr.main(["--kubeconfig", str(kubeconfig), "--namespace", "default", "--once"]) == 0
+    assert node_lock(core, node) is None
+    assert phase(core, pod) == ha.PHASE_SUCCESS

@@ -211,3 +211,14 @@ def test_resource_quotas_mirror_the_tenant_quota(rec):
         "limits.nvidia.com/gpucores": "400",
     }
     assert rec.named("team-a-quota-default").inputs["spec"]["hard"]["limits.nvidia.com/gpumem"] == "81920"
+
+
+def test_adopted_management_cluster_creates_no_k3s():
+    config = dict(DEV)
+    config["gpu-tenancy:cluster"] = {**DEV["gpu-tenancy:cluster"], "mode": "kubeconfig"}
+    config["gpu-tenancy:kubeconfig"] = "apiVersion: v1\nkind: Config\n"
+    rec = run_program(config, secret_keys=("gpu-tenancy:kubeconfig",))
+    types = {r.type for r in rec.registrations}
+    assert "docker:index/container:Container" in types  # the workers still run in Docker
+    assert not [r for r in rec.registrations if r.name.startswith("management-k3s")]
+    assert rec.named("management-k8s").inputs["kubeconfig"] == {"secret": "apiVersion: v1\nkind: Config\n"}
