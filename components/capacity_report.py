@@ -1,0 +1,182 @@
+"""Capacity report: per tenant, the fake GPU fleet, what the stack's workloads request, what
+remains, and (when the tenant is reachable) what HAMi has actually allocated.
+
+The allocation comes from HAMi's own accounting on the pods (hami.io/vgpu-devices-allocated),
+not from our arithmetic. No Pulumi import: run it as
+    .venv/bin/python -m components.capacity_report --stack dev [--markdown] [--live]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components import hami_annotations as ha
+from components.config import StackConfig, TenantConfig, load_stack_config
+from components.kubeconfig import core_api
+from components.quota import Quota, fleet_capacity, total_usage
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT = "gpu-tenancy"
+
+
+@dataclass(frozen=True)
+class TenantCapacity:
+    tenant: str
+    model: str
+    cards: int
+    fleet: Quota
+    quota: Quota
+    requested: Quota
+    allocated: Quota | None  # None: the tenant was not asked (or not reachable)
+    note: str = ""
+
+    @property
+    def remaining(self) -> Quota:
+        return Quota(
+            gpus=self.fleet.gpus - self.requested.gpus,
+            gpumem_mb=self.fleet.gpumem_mb - self.requested.gpumem_mb,
+            gpucores=self.fleet.gpucores - self.requested.gpucores,
+        )
+
+
+def allocated_by_hami(core: Any) -> Quota:
+    """Sum of what HAMi recorded on the tenant's live pods (finished pods hold nothing)."""
+    gpus = mem = cores = 0
+    for pod in core.list_pod_for_all_namespaces().items:
+        if pod.status and pod.status.phase in ("Succeeded", "Failed"):
+            continue
+        value = (pod.metadata.annotations or {}).get(ha.DEVICES_ALLOCATED)
+        if not value:
+            continue
+        try:
+            containers = ha.decode_pod_devices(value)
+        except ha.AnnotationFormatError:
+            continue
+        for devices in containers:
+            for d in devices:
+                gpus += 1
+                mem += d.usedmem
+                cores += d.usedcores
+    return Quota(gpus=gpus, gpumem_mb=mem, gpucores=cores)
+
+
+def tenant_capacity(t: TenantConfig, core: Any | None = None) -> TenantCapacity:
+    cards = t.workers * t.gpu.cards_per_node
+    allocated, note = None, ""
+    if core is not None:
+        try:
+            allocated = allocated_by_hami(core)
+        except Exception as exc:  # noqa: BLE001 - an unreachable tenant is reported, not fatal
+            note = f"not reachable: {getattr(exc, 'reason', None) or exc}"
+    return TenantCapacity(
+        tenant=t.name,
+        model=t.gpu.model.display_name,
+        cards=cards,
+        fleet=fleet_capacity(t.workers, t.gpu.cards_per_node, t.gpu.model),
+        quota=t.quota,
+        requested=total_usage((w.request, w.replicas) for w in t.workloads),
+        allocated=allocated,
+        note=note,
+    )
+
+
+COLUMNS = ("tenant", "fleet", "quota", "requested", "remaining", "allocated (HAMi)")
+
+
+def _fmt(q: Quota | None) -> str:
+    if q is None:
+        return "-"
+    return f"{q.gpus} vGPU / {q.gpumem_mb:,} MB / {q.gpucores} %"
+
+
+def rows(report: list[TenantCapacity]) -> list[tuple[str, ...]]:
+    out = []
+    for r in report:
+        allocated = r.note or _fmt(r.allocated)
+        out.append(
+            (
+                f"{r.tenant} ({r.cards} x {r.model})",
+                _fmt(r.fleet),
+                _fmt(r.quota),
+                _fmt(r.requested),
+                _fmt(r.remaining),
+                allocated,
+            )
+        )
+    return out
+
+
+def render_table(report: list[TenantCapacity]) -> str:
+    data = [COLUMNS, *rows(report)]
+    widths = [max(len(row[i]) for row in data) for i in range(len(COLUMNS))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in data]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def render_markdown(report: list[TenantCapacity], stack: str) -> str:
+    lines = [f"### GPU capacity: stack `{stack}`", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows(report)]
+    return "\n".join(lines)
+
+
+def load_stack(stack: str, root: Path = ROOT) -> StackConfig:
+    doc = yaml.safe_load((root / f"Pulumi.{stack}.yaml").read_text())
+    config = doc.get("config") or {}
+    raw = {key.split(":", 1)[1]: value for key, value in config.items() if key.startswith(f"{PROJECT}:")}
+    return load_stack_config(PROJECT, raw, kubeconfig_given=f"{PROJECT}:kubeconfig" in config)
+
+
+def stack_kubeconfigs(stack: str, root: Path = ROOT) -> Mapping[str, str]:
+    """Tenant kubeconfigs from the stack's outputs (`pulumi stack output --show-secrets`)."""
+    env = dict(os.environ)
+    env.setdefault("PULUMI_BACKEND_URL", f"file://{root / '.pulumi-state'}")
+    result = subprocess.run(
+        ["pulumi", "stack", "output", "--json", "--show-secrets", "--stack", stack],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"cannot read the outputs of stack {stack}: {result.stderr.strip()}")
+    outputs = json.loads(result.stdout or "{}")
+    return {k: v["kubeconfig"] for k, v in outputs.items() if isinstance(v, dict) and "kubeconfig" in v}
+
+
+def build_report(
+    cfg: StackConfig, kubeconfigs: Mapping[str, str] | None = None, client: Callable[[str], Any] = core_api
+) -> list[TenantCapacity]:
+    out = []
+    for t in cfg.tenants:
+        kc = (kubeconfigs or {}).get(t.name)
+        out.append(tenant_capacity(t, client(kc) if kc else None))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m components.capacity_report", description=__doc__.split("\n")[0])
+    parser.add_argument("--stack", default="dev", help="stack whose Pulumi.<stack>.yaml to read (default dev)")
+    parser.add_argument("--markdown", action="store_true", help="Markdown for a PR comment instead of a table")
+    parser.add_argument("--live", action="store_true", help="also ask each tenant what HAMi has allocated")
+    args = parser.parse_args(argv)
+    cfg = load_stack(args.stack)
+    kubeconfigs = stack_kubeconfigs(args.stack) if args.live else None
+    report = build_report(cfg, kubeconfigs)
+    print(render_markdown(report, args.stack) if args.markdown else render_table(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

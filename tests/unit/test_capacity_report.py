@@ -1,0 +1,38 @@
+"""The capacity report for the dev stack's own config (no cluster asked)."""
+
+from components.capacity_report import build_report, load_stack, main, render_markdown, render_table
+from components.quota import Quota
+
+
+def test_dev_report_numbers():
+    a, b = build_report(load_stack("dev"))
+    assert (a.tenant, a.cards, a.fleet) == ("team-a", 1, Quota(10, 81920, 100))
+    assert a.requested == Quota(3, 60000, 90) and a.remaining == Quota(7, 21920, 10)
+    assert a.allocated is None
+    assert b.fleet == Quota(40, 92136, 400) and b.requested == Quota(1, 8000, 25)
+
+
+def test_renderings():
+    report = build_report(load_stack("dev"))
+    table = render_table(report)
+    assert table.splitlines()[0].startswith("tenant") and "team-a (1 x NVIDIA A100 80GB)" in table
+    md = render_markdown(report, "dev")
+    assert md.splitlines()[0] == "### GPU capacity: stack `dev`"
+    assert "| team-b (4 x NVIDIA L4 24GB) | 40 vGPU / 92,136 MB / 400 % |" in md
+
+
+def test_unreachable_tenant_is_said_so():
+    def broken(_kubeconfig):
+        class Core:
+            def list_pod_for_all_namespaces(self):
+                raise ConnectionError("connection refused")
+
+        return Core()
+
+    a, _ = build_report(load_stack("dev"), {"team-a": "kubeconfig"}, client=broken)
+    assert a.allocated is None and a.note == "not reachable: connection refused"
+
+
+def test_command(capsys):
+    assert main(["--stack", "dev", "--markdown"]) == 0
+    assert "| tenant | fleet |" in capsys.readouterr().out
