@@ -1,11 +1,16 @@
-"""gpu-tenancy: reads the stack config and wires the platform's components."""
+"""gpu-tenancy: reads the stack config and wires the platform's components.
+
+Roles (config `role`): `lab` builds everything; `platform` the management cluster and Kamaji,
+exported for team stacks; `team` one team's tenants on a platform reached by StackReference.
+"""
 
 import pulumi
 
-from components.config import MODE_KUBECONFIG, ConfigError, load_stack_config
+from components.config import MODE_KUBECONFIG, ROLE_PLATFORM, ROLE_TEAM, ConfigError, load_stack_config
 from components.gpu_tenant import GpuTenant, GpuTenantArgs
 from components.kamaji_platform import KamajiPlatform
 from components.management_cluster import ManagementCluster, ManagementClusterArgs
+from components.platform_link import PlatformLink, platform_outputs
 
 project = pulumi.get_project()
 stack = pulumi.get_stack()
@@ -13,20 +18,34 @@ config = pulumi.Config()
 try:
     cfg = load_stack_config(
         project,
-        {key: config.get_object(key) for key in ("cluster", "tenants", "hami")},
+        {key: config.get_object(key) for key in ("cluster", "tenants", "hami", "teams")}
+        | {key: config.get(key) for key in ("role", "platformStack")},
         kubeconfig_given=pulumi.runtime.get_config(f"{project}:kubeconfig") is not None,
     )
 except ConfigError as exc:
     raise pulumi.RunError(str(exc)) from None
 
-cluster = ManagementCluster(
-    "management",
-    ManagementClusterArgs(
-        cluster=cfg.cluster,
-        kubeconfig=config.require_secret("kubeconfig") if cfg.cluster.mode == MODE_KUBECONFIG else None,
-    ),
-)
-platform = KamajiPlatform("kamaji", cluster.provider)
+if cfg.role == ROLE_TEAM:
+    link = PlatformLink("platform", cfg)
+    management_provider, network, datastore, kamaji = link.provider, link.network, link.datastore, None
+else:
+    cluster = ManagementCluster(
+        "management",
+        ManagementClusterArgs(
+            cluster=cfg.cluster,
+            kubeconfig=config.require_secret("kubeconfig") if cfg.cluster.mode == MODE_KUBECONFIG else None,
+        ),
+    )
+    platform = KamajiPlatform("kamaji", cluster.provider)
+    management_provider, network, datastore, kamaji = (
+        cluster.provider,
+        cluster.network.name,
+        platform.datastore_name,
+        platform.release,
+    )
+    pulumi.export("managementKubeconfig", cluster.kubeconfig)
+    if cfg.role == ROLE_PLATFORM:
+        pulumi.export("platform", platform_outputs(cluster.kubeconfig, network, cfg, platform.datastore_name))
 
 for t in cfg.tenants:
     tenant = GpuTenant(
@@ -37,11 +56,11 @@ for t in cfg.tenants:
             lab_name=cfg.cluster.name,
             project=project,
             stack=stack,
-            management_provider=cluster.provider,
-            address=cluster.address,
-            network=cluster.network,
-            datastore=platform.datastore_name,
-            kamaji=platform.release,
+            management_provider=management_provider,
+            address=cfg.cluster.management_ip,
+            network=network,
+            datastore=datastore,
+            kamaji=kamaji,
         ),
     )
     pulumi.export(
@@ -53,4 +72,3 @@ for t in cfg.tenants:
             "gpuInventory": tenant.inventory.summary,
         },
     )
-pulumi.export("managementKubeconfig", cluster.kubeconfig)

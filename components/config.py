@@ -38,6 +38,14 @@ MAX_CARDS_PER_NODE = 8
 MODE_DOCKER = "docker"
 MODE_KUBECONFIG = "kubeconfig"
 
+# What a stack builds: the whole lab; the shared platform (cluster + Kamaji) only; or one team's
+# tenants on a platform stack it reaches through a StackReference.
+ROLE_LAB = "lab"
+ROLE_PLATFORM = "platform"
+ROLE_TEAM = "team"
+ROLES = (ROLE_LAB, ROLE_PLATFORM, ROLE_TEAM)
+_STACK_REF = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+
 
 class ConfigError(ValueError):
     """Every problem found in the stack config, each naming its key."""
@@ -114,11 +122,23 @@ class HamiConfig:
 
 
 @dataclass(frozen=True)
+class TeamSlot:
+    """A team's reserved ports on the shared platform (the platform stack's `teams` registry)."""
+
+    name: str
+    api_port: int
+    konnectivity_port: int
+
+
+@dataclass(frozen=True)
 class StackConfig:
     project: str
     cluster: ClusterConfig
     tenants: tuple[TenantConfig, ...]
     hami: HamiConfig = field(default_factory=HamiConfig)
+    role: str = ROLE_LAB
+    platform_stack: str | None = None
+    teams: tuple[TeamSlot, ...] = ()
 
 
 class _Reader:
@@ -452,25 +472,31 @@ def load_stack_config(project: str, raw: Mapping[str, object], kubeconfig_given:
     if lock_timeout and not _DURATION.match(lock_timeout):
         r.fail("hami.nodeLockTimeout", f"must be a Go duration like 30s or 5m, got {lock_timeout!r}")
 
+    role = raw.get("role") or ROLE_LAB
+    if role not in ROLES:
+        r.fail("role", f"must be one of {', '.join(ROLES)}, got {role!r}")
+    platform_stack = raw.get("platformStack")
+    if role == ROLE_TEAM and (not isinstance(platform_stack, str) or not _STACK_REF.match(platform_stack)):
+        r.fail(
+            "platformStack", f"a team stack needs its platform stack as <org>/<project>/<stack>, got {platform_stack!r}"
+        )
+    elif role in (ROLE_LAB, ROLE_PLATFORM) and platform_stack is not None:
+        r.fail("platformStack", f"only a team stack reaches a platform stack (role is {role!r})")
+
     raw_tenants = raw.get("tenants")
     indexed: list[tuple[int, TenantConfig]] = []
-    if not isinstance(raw_tenants, Sequence) or isinstance(raw_tenants, str | bytes) or not raw_tenants:
+    if role == ROLE_PLATFORM:
+        if raw_tenants:
+            r.fail("tenants", "a platform stack has no tenants: each team stack creates its own")
+    elif not isinstance(raw_tenants, Sequence) or isinstance(raw_tenants, str | bytes) or not raw_tenants:
         r.fail("tenants", "is required: a non-empty list of tenants")
     else:
         for i, t in enumerate(raw_tenants):
             tenant = _tenant(r, t, i, cluster_net)
             if tenant is not None:
                 indexed.append((i, tenant))
-        seen: dict[str, int] = {}
-        ports: dict[int, str] = {}
-        for i, t in indexed:
-            if t.name in seen:
-                r.fail(f"tenants[{i}].name", f"duplicate tenant name {t.name!r} (also tenants[{seen[t.name]}])")
-            seen.setdefault(t.name, i)
-            for label, port in (("apiPort", t.api_port), ("konnectivityPort", t.konnectivity_port)):
-                if port in ports:
-                    r.fail(f"tenants[{i}].{label}", f"port {port} is already used by {ports[port]}")
-                ports.setdefault(port, f"tenants[{i}].{label}")
+        _unique(r, [(f"tenants[{i}]", t.name, t.api_port, t.konnectivity_port) for i, t in indexed], "tenant")
+    teams = _teams(r, raw.get("teams"), role)
     if r.problems:
         raise ConfigError(r.problems)
     return StackConfig(
@@ -478,4 +504,76 @@ def load_stack_config(project: str, raw: Mapping[str, object], kubeconfig_given:
         cluster=cluster,
         tenants=tuple(t for _, t in indexed),
         hami=HamiConfig(node_lock_timeout=lock_timeout),
+        role=role,
+        platform_stack=platform_stack if role == ROLE_TEAM else None,
+        teams=teams,
     )
+
+
+def _unique(r: _Reader, entries: list[tuple[str, str, int, int]], what: str) -> None:
+    """Names and ports (API and Konnectivity alike share one NodePort space) used once each."""
+    names: dict[str, str] = {}
+    ports: dict[int, str] = {}
+    for path, name, api_port, konn_port in entries:
+        if name in names:
+            r.fail(f"{path}.name", f"duplicate {what} name {name!r} (also {names[name]})")
+        names.setdefault(name, path)
+        for label, port in (("apiPort", api_port), ("konnectivityPort", konn_port)):
+            if port in ports:
+                r.fail(f"{path}.{label}", f"port {port} is already used by {ports[port]}")
+            ports.setdefault(port, f"{path}.{label}")
+
+
+def _teams(r: _Reader, raw: object, role: str) -> tuple[TeamSlot, ...]:
+    """The platform's registry of team names and ports: team stacks must match it."""
+    if raw is None:
+        return ()
+    if role != ROLE_PLATFORM:
+        r.fail("teams", "only a platform stack keeps the team registry")
+        return ()
+    if not isinstance(raw, list):
+        r.fail("teams", "must be a list of {name, apiPort, konnectivityPort}")
+        return ()
+    slots = []
+    for i, t in enumerate(raw):
+        m = r.obj(t, f"teams[{i}]", ("name", "apiPort", "konnectivityPort"))
+        name = r.string(m, "name", f"teams[{i}]")
+        if name and (not _DNS_1035.match(name) or len(name) > MAX_TENANT_NAME):
+            r.fail(f"teams[{i}].name", f"must be a DNS-1035 label of at most {MAX_TENANT_NAME}, got {name!r}")
+        lo, hi = NODE_PORT_RANGE.start, NODE_PORT_RANGE.stop - 1
+        slots.append(
+            TeamSlot(
+                name,
+                r.integer(m, "apiPort", f"teams[{i}]", lo, hi),
+                r.integer(m, "konnectivityPort", f"teams[{i}]", lo, hi),
+            )
+        )
+    _unique(r, [(f"teams[{i}]", s.name, s.api_port, s.konnectivity_port) for i, s in enumerate(slots)], "team")
+    return tuple(slots)
+
+
+def team_slot_problems(
+    registry: Sequence[Mapping[str, object]], cluster_name: str, platform_lab: str, tenants: Sequence[TenantConfig]
+) -> list[str]:
+    """Why a team stack's tenants do not match the platform it joins (empty = they do).
+
+    Checked when the platform's outputs arrive; two team stacks can then never take the same
+    ports, names or Docker container names on the shared platform.
+    """
+    problems = []
+    if cluster_name != platform_lab:
+        problems.append(f"cluster.name is {cluster_name!r} but the platform's lab is {platform_lab!r}")
+    slots = {str(t.get("name")): t for t in registry}
+    for t in tenants:
+        slot = slots.get(t.name)
+        if slot is None:
+            problems.append(f"tenant {t.name!r} is not in the platform's teams registry ({', '.join(sorted(slots))})")
+        else:
+            # Stack outputs arrive as protobuf numbers (floats): compare as integers.
+            reserved = (int(slot.get("apiPort") or 0), int(slot.get("konnectivityPort") or 0))  # type: ignore[call-overload]
+            if reserved != (t.api_port, t.konnectivity_port):
+                problems.append(
+                    f"tenant {t.name!r} uses ports {t.api_port}/{t.konnectivity_port} but the platform reserved "
+                    f"{reserved[0]}/{reserved[1]} for it"
+                )
+    return problems

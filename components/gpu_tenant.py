@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
 from components.config import HamiConfig, TenantConfig
@@ -27,8 +26,10 @@ class GpuTenantArgs:
     stack: str
     management_provider: k8s.Provider
     address: str
-    network: docker.Network
-    datastore: str
+    # The Docker network's name: the lab's own, or the platform's (team stacks).
+    network: pulumi.Input[str]
+    datastore: pulumi.Input[str]
+    # Kamaji's release, when this stack installs it (the TCP goes after it, and before it on destroy).
     kamaji: pulumi.Resource | None = None
 
 
@@ -66,7 +67,7 @@ class GpuTenant(pulumi.ComponentResource):
                 WorkerNodeArgs(
                     node_name=worker_name(args.lab_name, t.name, i),
                     image=t.worker_image,
-                    network=args.network.name,
+                    network=args.network,
                     endpoint=f"{args.address}:{t.api_port}",
                     bootstrap=self.bootstrap,
                     tenant_kubeconfig=self.control_plane.automation_kubeconfig,

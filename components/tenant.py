@@ -43,7 +43,7 @@ def tenant_namespace(tenant: str) -> str:
     return f"tenant-{tenant}"
 
 
-def control_plane_spec(t: TenantConfig, address: str, datastore: str, schema: str) -> dict[str, Any]:
+def control_plane_spec(t: TenantConfig, address: str, datastore: pulumi.Input[str], schema: str) -> dict[str, Any]:
     """The TenantControlPlane spec: NodePort on the management address, addons named explicitly."""
     return {
         "dataStore": datastore,
@@ -82,7 +82,7 @@ class TenantArgs:
     management_provider: k8s.Provider
     # The management cluster address that workers and the host reach NodePorts on.
     address: str
-    datastore: str
+    datastore: pulumi.Input[str]
     project: str
     stack: str
     # Kamaji's release: the TCP must be created after, and deleted before, Kamaji.
