@@ -65,10 +65,6 @@ class ClusterConfig:
     subnet: str
     management_ip: str
 
-    @property
-    def network(self) -> ipaddress.IPv4Network:
-        return ipaddress.IPv4Network(self.subnet)
-
 
 @dataclass(frozen=True)
 class GpuFleet:

@@ -39,7 +39,6 @@ RES_GPU = "nvidia.com/gpu"
 RES_GPUMEM = "nvidia.com/gpumem"
 RES_GPUMEM_PERCENTAGE = "nvidia.com/gpumem-percentage"
 RES_GPUCORES = "nvidia.com/gpucores"
-HAMI_RESOURCES = (RES_GPU, RES_GPUMEM, RES_GPUMEM_PERCENTAGE, RES_GPUCORES)
 
 VENDOR_NVIDIA = "NVIDIA"
 MODE_HAMI_CORE = "hami-core"

@@ -27,16 +27,3 @@ def rewrite_server(kubeconfig: str, server: str) -> str:
     for entry in doc["clusters"]:
         entry["cluster"]["server"] = server
     return yaml.safe_dump(doc, sort_keys=False)
-
-
-def server_of(kubeconfig: str) -> str:
-    """The server URL of the kubeconfig's current context (or its only cluster)."""
-    doc = yaml.safe_load(kubeconfig)
-    clusters = {c["name"]: c["cluster"] for c in doc.get("clusters", [])}
-    current = doc.get("current-context")
-    for ctx in doc.get("contexts", []):
-        if ctx.get("name") == current:
-            return clusters[ctx["context"]["cluster"]]["server"]
-    if len(clusters) == 1:
-        return next(iter(clusters.values()))["server"]
-    raise ValueError("kubeconfig has no current context")

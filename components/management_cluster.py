@@ -44,12 +44,10 @@ class ManagementCluster(pulumi.ComponentResource):
     kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
     network: docker.Network
-    address: str
 
     def __init__(self, name: str, args: ManagementClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:ManagementCluster", name, None, opts)
         c = args.cluster
-        self.address = c.management_ip
         child = pulumi.ResourceOptions(parent=self)
         self.network = docker.Network(
             f"{name}-network",
