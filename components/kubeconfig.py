@@ -27,3 +27,8 @@ def rewrite_server(kubeconfig: str, server: str) -> str:
     for entry in doc["clusters"]:
         entry["cluster"]["server"] = server
     return yaml.safe_dump(doc, sort_keys=False)
+
+
+def http_status(exc: Exception) -> int | None:
+    """The HTTP status of a kubernetes client error (None for any other exception)."""
+    return getattr(exc, "status", None)

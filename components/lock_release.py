@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components import hami_annotations as ha
-from components.kubeconfig import core_api
+from components.kubeconfig import core_api, http_status
 
 log = logging.getLogger("gpu-tenancy.lock-release")
 
@@ -42,10 +42,6 @@ class Outcome:
     detail: str = ""
 
 
-def _status(exc: Exception) -> int | None:
-    return getattr(exc, "status", None)
-
-
 def release_node_lock(core: Any, node: str, namespace: str, pod: str) -> str:
     """Remove the node lock if, and only while, it names namespace/pod.
 
@@ -57,7 +53,7 @@ def release_node_lock(core: Any, node: str, namespace: str, pod: str) -> str:
         try:
             obj = core.read_node(node)
         except Exception as exc:
-            if _status(exc) == 404:
+            if http_status(exc) == 404:
                 return "node-gone"
             raise
         value = (obj.metadata.annotations or {}).get(ha.NODE_LOCK)
@@ -75,9 +71,9 @@ def release_node_lock(core: Any, node: str, namespace: str, pod: str) -> str:
             core.patch_node(node, patch)
             return "released"
         except Exception as exc:
-            if _status(exc) == 409:
+            if http_status(exc) == 409:
                 continue
-            if _status(exc) == 404:
+            if http_status(exc) == 404:
                 return "node-gone"
             raise
     raise RuntimeError(f"node {node}: lock still contended after {CONFLICT_RETRIES} attempts")
@@ -90,7 +86,7 @@ def _set_phase(core: Any, namespace: str, pod: str, resource_version: str) -> bo
         core.patch_namespaced_pod(pod, namespace, patch)
         return True
     except Exception as exc:
-        if _status(exc) == 409:
+        if http_status(exc) == 409:
             return False
         raise
 
@@ -101,7 +97,7 @@ def release_pod(core: Any, namespace: str, pod: str) -> Outcome:
         try:
             obj = core.read_namespaced_pod(pod, namespace)
         except Exception as exc:
-            if _status(exc) == 404:
+            if http_status(exc) == 404:
                 return Outcome(POD_GONE)
             raise
         ann = obj.metadata.annotations or {}
@@ -132,7 +128,7 @@ def scheduling_reason(core: Any, namespace: str, pod: str) -> str:
             if cond.type == "PodScheduled" and cond.status == "False" and cond.message:
                 parts.append(cond.message)
     except Exception as exc:
-        if _status(exc) != 404:
+        if http_status(exc) != 404:
             raise
         return "pod no longer exists"
     try:
@@ -146,27 +142,6 @@ def scheduling_reason(core: Any, namespace: str, pod: str) -> str:
     except Exception as exc:  # events are best effort: a missing reason must not hide the timeout
         log.debug("events for %s/%s unavailable: %s", namespace, pod, exc)
     return "; ".join(parts) or "no scheduling event yet"
-
-
-def wait_and_release(
-    core: Any,
-    namespace: str,
-    pod: str,
-    timeout: float,
-    interval: float = 0.5,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-) -> Outcome:
-    """Poll until HAMi has bound the pod, then release; a pod still unbound at the deadline comes
-    back as NOT_BOUND with the scheduler's reason in `detail` (never waits without limit)."""
-    deadline = clock() + timeout
-    while True:
-        outcome = release_pod(core, namespace, pod)
-        if outcome.status != NOT_BOUND:
-            return outcome
-        if clock() >= deadline:
-            return Outcome(NOT_BOUND, outcome.node, scheduling_reason(core, namespace, pod))
-        sleep(interval)
 
 
 @dataclass(frozen=True)

@@ -15,16 +15,12 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
 from components.hami_annotations import RES_GPU
-from components.kubeconfig import core_api
+from components.kubeconfig import core_api, http_status
 
 
 def _status_patch(count: int | None) -> dict[str, Any]:
     value = None if count is None else str(count)
     return {"status": {"capacity": {RES_GPU: value}, "allocatable": {RES_GPU: value}}}
-
-
-def _is_not_found(exc: Exception) -> bool:
-    return getattr(exc, "status", None) == 404
 
 
 class NodeGpuCapacityProvider(ResourceProvider):
@@ -50,7 +46,7 @@ class NodeGpuCapacityProvider(ResourceProvider):
         try:
             node = core_api(props["kubeconfig"]).read_node_status(id_)
         except Exception as exc:
-            if _is_not_found(exc):
+            if http_status(exc) == 404:
                 return ReadResult(id_=None, outs={})
             raise
         capacity = (node.status.capacity or {}).get(RES_GPU)
@@ -60,7 +56,7 @@ class NodeGpuCapacityProvider(ResourceProvider):
         try:
             core_api(props["kubeconfig"]).patch_node_status(id_, _status_patch(None))
         except Exception as exc:
-            if not _is_not_found(exc):
+            if not http_status(exc) == 404:
                 raise
 
 

@@ -181,9 +181,9 @@ def test_unbound_pod_times_out_with_the_scheduler_reason(cluster):
         ),
     )
     mark_unschedulable(core, "default", name, "0/1 nodes are available: 1 node(s) CardInsufficientCore.")
-    outcome = lr.wait_and_release(core, "default", name, timeout=1.0, interval=0.2)
-    assert outcome.status == lr.NOT_BOUND
-    assert "CardInsufficientCore" in outcome.detail
+    (result,) = lr.wait_and_release_pods(core, "default", timeout=1.0, names=[name], interval=0.2)
+    assert result.name == name and result.outcome.status == lr.NOT_BOUND
+    assert "CardInsufficientCore" in result.outcome.detail
 
 
 def test_release_all_only_touches_allocating_pods(cluster, node):
