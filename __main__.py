@@ -6,11 +6,11 @@ exported for team stacks; `team` one team's tenants on a platform reached by Sta
 
 import pulumi
 
-from components.config import MODE_KUBECONFIG, ROLE_PLATFORM, ROLE_TEAM, ConfigError, load_stack_config
-from components.gpu_tenant import GpuTenant, GpuTenantArgs
-from components.kamaji_platform import KamajiPlatform
-from components.management_cluster import ManagementCluster, ManagementClusterArgs
-from components.platform_link import PlatformLink, platform_outputs
+from components.config.model import MODE_KUBECONFIG, ROLE_PLATFORM, ROLE_TEAM, ConfigError, load_stack_config
+from components.platform.kamaji import KamajiPlatform
+from components.platform.management_cluster import ManagementCluster, ManagementClusterArgs
+from components.platform.platform_link import PlatformLink, platform_outputs
+from components.tenant.gpu_tenant import GpuTenant, GpuTenantArgs
 
 project = pulumi.get_project()
 stack = pulumi.get_stack()

@@ -3,7 +3,7 @@
 Each pod is created, then bound by the HAMi Bind stand-in (tests/integration/hami_stand_in: the
 lock, bind-phase allocating and the Binding, exactly as HAMi writes them; HAMi's scheduler itself
 cannot be built on these machines). The release runs as the BindRelease provider runs it
-(components.lock_release.wait_and_release_pods, default 0.5 s poll), for a Deployment-like set
+(components.ops.lock_release.wait_and_release_pods, default 0.5 s poll), for a Deployment-like set
 of pods found by label. Pods are bound one after another on one node, as they would be when they
 share a card: the next bind waits for the lock to be free. Prints median and p99 of the delay,
 beside HAMi's 300 s lock expiry as a ratio.

@@ -1,6 +1,6 @@
 """The gpu-quotas pack's policies, kept apart from __main__.py (whose PolicyPack blocks forever).
 
-Numbers come from components.quota (the same code the program's config validation runs), so
+Numbers come from components.gpu.rules (the same code the program's config validation runs), so
 preview and config validation cannot disagree. Props are read-only proxies with float numbers;
 everything here reads them through collections.abc and int-converts.
 """
@@ -27,9 +27,9 @@ from pulumi_policy import (  # noqa: E402
 )
 from pulumi_policy.proxy import UnknownValueError  # noqa: E402
 
-from components.gpu_catalog import GPU_MODELS, GpuModel  # noqa: E402
-from components.labels import TENANT_LABEL  # noqa: E402
-from components.quota import (  # noqa: E402
+from components.config.names import TENANT_LABEL  # noqa: E402
+from components.gpu.catalog import GPU_MODELS, GpuModel  # noqa: E402
+from components.gpu.rules import (  # noqa: E402
     GpuRequest,
     Quota,
     RequestError,

@@ -13,8 +13,8 @@ import uuid
 import pytest
 from kubernetes import client
 
-from components import hami_annotations as ha
-from components import lock_release
+from components.gpu import hami_annotations as ha
+from components.ops import lock_release
 
 pytestmark = pytest.mark.e2e
 NAMESPACE = f"acceptance-{uuid.uuid4().hex[:6]}"

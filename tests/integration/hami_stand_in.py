@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 from kubernetes import client
 
-from components import hami_annotations as ha
+from components.gpu import hami_annotations as ha
 
 
 def hami_bind(core: client.CoreV1Api, namespace: str, pod: str, node: str) -> float:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from components import hami_annotations as ha
+from components.gpu import hami_annotations as ha
 from tests.integration.cluster import TOKEN, add_node
 from tests.integration.hami_stand_in import hami_bind, mark_unschedulable, wait_for_pod
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from components import hami_annotations as ha
-from components.capacity_report import allocated_by_hami, build_report, load_stack
-from components.quota import Quota
+from components.gpu import hami_annotations as ha
+from components.gpu.rules import Quota
+from components.ops.capacity_report import allocated_by_hami, build_report, load_stack
 
 pytestmark = pytest.mark.integration
 

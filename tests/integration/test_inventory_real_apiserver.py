@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from components import hami_annotations as ha
+from components.gpu import hami_annotations as ha
 from tests.integration.cluster import TOKEN, add_node
 
 PROGRAM = Path(__file__).parent / "programs" / "inventory"

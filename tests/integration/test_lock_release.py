@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import pytest
 from kubernetes import client
 
-from components import hami_annotations as ha
-from components import lock_release as lr
+from components.gpu import hami_annotations as ha
+from components.ops import lock_release as lr
 from tests.integration.cluster import add_node
 from tests.integration.hami_stand_in import mark_unschedulable
 

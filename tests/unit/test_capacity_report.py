@@ -1,7 +1,7 @@
 """The capacity report for the dev stack's own config (no cluster asked)."""
 
-from components.capacity_report import build_report, load_stack, main, render_markdown, render_table
-from components.quota import Quota
+from components.gpu.rules import Quota
+from components.ops.capacity_report import build_report, load_stack, main, render_markdown, render_table
 
 
 def test_dev_report_numbers():

@@ -4,7 +4,7 @@ import copy
 
 import pytest
 
-from components.config import ConfigError, load_stack_config
+from components.config.model import ConfigError, load_stack_config
 from tests.unit.harness import ROOT, load_config_file, run_program
 
 DEV = load_config_file(ROOT / "Pulumi.dev.yaml")

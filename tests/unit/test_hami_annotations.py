@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from components import hami_annotations as ha
-from components.config import GpuFleet
-from components.gpu_catalog import GPU_MODELS
-from components.mock_gpu_inventory import node_devices
+from components.config.model import GpuFleet
+from components.gpu import hami_annotations as ha
+from components.gpu.catalog import GPU_MODELS
+from components.tenant.gpu_inventory import node_devices
 
 A100_GOLDEN = (
     '[{"id":"GPU-teama-n1-0","index":0,"count":10,"devmem":81920,"devcore":100,'

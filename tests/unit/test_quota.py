@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from components.gpu_catalog import GPU_MODELS
-from components.quota import (
+from components.gpu.catalog import GPU_MODELS
+from components.gpu.rules import (
     GpuRequest,
     Quota,
     RequestError,

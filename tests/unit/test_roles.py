@@ -2,7 +2,7 @@
 
 import pytest
 
-from components.config import ConfigError, load_stack_config
+from components.config.model import ConfigError, load_stack_config
 from tests.unit.harness import ROOT, TENANT_SUPER, ProgramMocks, load_config_file, run_program
 
 PLATFORM = load_config_file(ROOT / "Pulumi.platform.yaml")

@@ -7,8 +7,8 @@ import jsonschema
 import pytest
 import yaml
 
-from components.config import load_stack_config
-from components.tenant import control_plane_spec, datastore_schema
+from components.config.model import load_stack_config
+from components.tenant.control_plane import control_plane_spec, datastore_schema
 from tests.unit.harness import ROOT, load_config_file
 
 CRD = Path(ROOT).parent / "shared" / "fixtures" / "kamaji" / "kamaji.clastix.io_tenantcontrolplanes.yaml"

@@ -7,9 +7,9 @@ management cluster; the nodes already exist (created by the test, as kubelets wo
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import GpuFleet
-from components.gpu_catalog import gpu_model
-from components.mock_gpu_inventory import MockGpuInventory, MockGpuInventoryArgs
+from components.config.model import GpuFleet
+from components.gpu.catalog import gpu_model
+from components.tenant.gpu_inventory import MockGpuInventory, MockGpuInventoryArgs
 
 config = pulumi.Config()
 kubeconfig = config.require_secret("kubeconfig")

@@ -3,8 +3,8 @@ for an adopted management cluster (the test's kube-apiserver); Docker and Kamaji
 
 import pulumi
 
-from components.config import load_stack_config
-from components.platform_link import platform_outputs
+from components.config.model import load_stack_config
+from components.platform.platform_link import platform_outputs
 
 config = pulumi.Config()
 cfg = load_stack_config(

@@ -5,8 +5,8 @@ the test). Tenants themselves need Kamaji, which this cluster does not run."""
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import load_stack_config
-from components.platform_link import PlatformLink
+from components.config.model import load_stack_config
+from components.platform.platform_link import PlatformLink
 
 config = pulumi.Config()
 cfg = load_stack_config(

@@ -4,8 +4,8 @@ cluster given by the secret config `kubeconfig`; the workload comes from config 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import load_stack_config
-from components.gpu_workload import GpuWorkload, GpuWorkloadArgs
+from components.config.model import load_stack_config
+from components.tenant.gpu_workload import GpuWorkload, GpuWorkloadArgs
 
 config = pulumi.Config()
 kubeconfig = config.require_secret("kubeconfig")

@@ -9,7 +9,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import TenantConfig
+from components.config.model import TenantConfig
 
 TCP_API_VERSION = "kamaji.clastix.io/v1alpha1"
 TCP_KIND = "TenantControlPlane"

@@ -8,10 +8,10 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.bind_release import BindRelease
-from components.config import WorkloadConfig
-from components.hami_annotations import USE_GPU_TYPE
-from components.labels import TENANT_LABEL, WORKLOAD_LABEL
+from components.config.model import WorkloadConfig
+from components.config.names import TENANT_LABEL, WORKLOAD_LABEL
+from components.gpu.hami_annotations import USE_GPU_TYPE
+from components.providers.bind_release import BindRelease
 
 
 def pod_spec(w: WorkloadConfig) -> dict[str, Any]:

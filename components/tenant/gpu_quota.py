@@ -6,8 +6,8 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM
-from components.quota import Quota
+from components.gpu.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM
+from components.gpu.rules import Quota
 
 QUOTA_NAME = "gpu-quota"
 

@@ -7,14 +7,14 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import HamiConfig, TenantConfig
-from components.gpu_quota import GpuQuota
-from components.gpu_workload import GpuWorkload, GpuWorkloadArgs
-from components.hami import Hami, HamiArgs
-from components.mock_gpu_inventory import MockGpuInventory, MockGpuInventoryArgs
-from components.tenant import Tenant, TenantArgs
-from components.tenant_network import TenantNetwork
-from components.worker_node import NodeBootstrap, WorkerNode, WorkerNodeArgs, token_id, worker_name
+from components.config.model import HamiConfig, TenantConfig
+from components.tenant.control_plane import Tenant, TenantArgs
+from components.tenant.gpu_inventory import MockGpuInventory, MockGpuInventoryArgs
+from components.tenant.gpu_quota import GpuQuota
+from components.tenant.gpu_workload import GpuWorkload, GpuWorkloadArgs
+from components.tenant.hami import Hami, HamiArgs
+from components.tenant.network import TenantNetwork
+from components.tenant.worker_node import NodeBootstrap, WorkerNode, WorkerNodeArgs, token_id, worker_name
 
 
 @dataclass

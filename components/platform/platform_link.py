@@ -12,7 +12,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import StackConfig, team_slot_problems
+from components.config.model import StackConfig, team_slot_problems
 
 
 def platform_outputs(

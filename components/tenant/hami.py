@@ -8,8 +8,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import versions
-from components.webhook_probe import HamiWebhookProbe
+from components.config import versions
+from components.providers.webhook_probe import HamiWebhookProbe
 
 HAMI_NAMESPACE = "hami-system"
 # A release name containing "hami" keeps the chart's fullname "hami" (hami-scheduler, ...).

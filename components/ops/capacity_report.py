@@ -3,7 +3,7 @@ remains, and (when the tenant is reachable) what HAMi has actually allocated.
 
 The allocation comes from HAMi's own accounting on the pods (hami.io/vgpu-devices-allocated),
 not from our arithmetic. No Pulumi import: run it as
-    .venv/bin/python -m components.capacity_report --stack dev [--markdown] [--live]
+    .venv/bin/python -m components.ops.capacity_report --stack dev [--markdown] [--live]
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from typing import Any
 
 import yaml
 
-from components import hami_annotations as ha
-from components.config import StackConfig, TenantConfig, load_stack_config
-from components.kubeconfig import core_api
-from components.quota import Quota, fleet_capacity, total_usage
+from components.config.model import StackConfig, TenantConfig, load_stack_config
+from components.gpu import hami_annotations as ha
+from components.gpu.rules import Quota, fleet_capacity, total_usage
+from components.ops.kube import core_api
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "gpu-tenancy"
 
 
@@ -166,7 +166,9 @@ def build_report(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m components.capacity_report", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m components.ops.capacity_report", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--stack", default="dev", help="stack whose Pulumi.<stack>.yaml to read (default dev)")
     parser.add_argument("--markdown", action="store_true", help="Markdown for a PR comment instead of a table")
     parser.add_argument("--live", action="store_true", help="also ask each tenant what HAMi has allocated")

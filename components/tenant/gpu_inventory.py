@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import GpuFleet
-from components.hami_annotations import GPU_NODE_LABEL, NODE_REGISTER, DeviceInfo, encode_node_register
-from components.node_gpu_capacity import NodeGpuCapacity
+from components.config.model import GpuFleet
+from components.gpu.hami_annotations import GPU_NODE_LABEL, NODE_REGISTER, DeviceInfo, encode_node_register
+from components.providers.node_gpu_capacity import NodeGpuCapacity
 
 
 def node_devices(tenant: str, node: str, fleet: GpuFleet) -> list[DeviceInfo]:

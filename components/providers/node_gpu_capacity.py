@@ -14,8 +14,8 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
-from components.hami_annotations import RES_GPU
-from components.kubeconfig import core_api, http_status
+from components.gpu.hami_annotations import RES_GPU
+from components.ops.kube import core_api, http_status
 
 
 def _status_patch(count: int | None) -> dict[str, Any]:

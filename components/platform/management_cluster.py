@@ -9,9 +9,9 @@ import pulumi_command as command
 import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
-from components import versions
-from components.config import MODE_DOCKER, ClusterConfig
-from components.kubeconfig import rewrite_server
+from components.config import versions
+from components.config.model import MODE_DOCKER, ClusterConfig
+from components.ops.kube import rewrite_server
 
 K3S_API_PORT = 6443
 

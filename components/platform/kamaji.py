@@ -7,7 +7,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import versions
+from components.config import versions
 
 CERT_MANAGER_NAMESPACE = "cert-manager"
 KAMAJI_NAMESPACE = "kamaji-system"

@@ -1,7 +1,7 @@
 """BindRelease: a Python dynamic provider that finishes HAMi's mock allocation for a workload.
 
 For each pod of the workload it waits until HAMi has bound it, then sets bind-phase success and
-removes the node lock if (and only if) the lock names that pod (components.lock_release). A pod
+removes the node lock if (and only if) the lock names that pod (components.ops.lock_release). A pod
 still unbound at the deadline is reported with the scheduler's reason: as outputs, and, with
 `fail_on_pending`, as the error that stops the update. The kubeconfig is a secret input, echoed
 in the outputs so update/delete can use it; no client is kept on the provider object (its
@@ -16,8 +16,8 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
-from components import lock_release
-from components.kubeconfig import core_api
+from components.ops import lock_release
+from components.ops.kube import core_api
 
 WAIT_INPUTS = ("namespace", "pod_names", "selector", "count", "workload_uid")
 

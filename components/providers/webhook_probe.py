@@ -16,8 +16,8 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
-from components.hami_annotations import RES_GPUMEM
-from components.kubeconfig import core_api
+from components.gpu.hami_annotations import RES_GPUMEM
+from components.ops.kube import core_api
 
 HAMI_SCHEDULER_NAME = "hami-scheduler"
 PROBE_POD = "gpu-tenancy-webhook-probe"

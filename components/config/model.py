@@ -12,10 +12,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from components import versions
-from components.gpu_catalog import GPU_MODELS, MOCK_PLUGIN_MAX_MB_PER_NODE, GpuModel
-from components.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM
-from components.quota import (
+from components.config import versions
+from components.gpu.catalog import GPU_MODELS, MOCK_PLUGIN_MAX_MB_PER_NODE, GpuModel
+from components.gpu.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM
+from components.gpu.rules import (
     GpuRequest,
     Quota,
     RequestError,

@@ -4,7 +4,7 @@ With a real device plugin, Allocate does this on the node. The mock plugin never
 node keeps `hami.io/mutex.lock` and every later GPU pod on it waits for the lock to expire. This
 module does what the real plugin does, and only that: it releases a lock only while the lock's
 value names the pod, and leaves malformed or foreign locks alone. No Pulumi import: the
-BindRelease dynamic provider uses it, and `python -m components.lock_release` runs it as a loop
+BindRelease dynamic provider uses it, and `python -m components.ops.lock_release` runs it as a loop
 for pods the stack does not manage.
 """
 
@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from components import hami_annotations as ha
-from components.kubeconfig import core_api, http_status
+from components.gpu import hami_annotations as ha
+from components.ops.kube import core_api, http_status
 
 log = logging.getLogger("gpu-tenancy.lock-release")
 
@@ -207,7 +207,7 @@ def release_all(core: Any, namespace: str | None = None) -> list[tuple[str, str,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m components.lock_release",
+        prog="python -m components.ops.lock_release",
         description="Release HAMi node locks held by pods on mock GPUs (what the real device plugin does).",
     )
     parser.add_argument("--kubeconfig", required=True, help="path of the tenant's kubeconfig")
