@@ -10,6 +10,7 @@ from components.config.model import MODE_KUBECONFIG, ROLE_PLATFORM, ROLE_TEAM, C
 from components.platform.kamaji import KamajiPlatform
 from components.platform.management_cluster import ManagementCluster, ManagementClusterArgs
 from components.platform.platform_link import PlatformLink, platform_outputs
+from components.platform.releaser_image import ReleaserImage, ReleaserImageArgs
 from components.tenant.gpu_tenant import GpuTenant, GpuTenantArgs
 
 project = pulumi.get_project()
@@ -47,6 +48,7 @@ else:
     if cfg.role == ROLE_PLATFORM:
         pulumi.export("platform", platform_outputs(cluster.kubeconfig, network, cfg, platform.datastore_name))
 
+releaser = ReleaserImage("releaser", ReleaserImageArgs()) if cfg.tenants else None
 for t in cfg.tenants:
     tenant = GpuTenant(
         t.name,
@@ -60,6 +62,7 @@ for t in cfg.tenants:
             address=cfg.cluster.management_ip,
             network=network,
             datastore=datastore,
+            releaser_image=releaser.ref,
             kamaji=kamaji,
         ),
     )
@@ -70,5 +73,6 @@ for t in cfg.tenants:
             "kubeconfig": tenant.control_plane.kubeconfig,
             "nodes": [w.node_name for w in tenant.workers],
             "gpuInventory": tenant.inventory.summary,
+            "releaser": {"container": tenant.releaser.container.name, "metrics": tenant.releaser.metrics_url},
         },
     )

@@ -35,3 +35,6 @@ KIND_NODE_IMAGES = MappingProxyType(
     }
 )
 DEFAULT_TENANT_VERSION = "v1.35.1"
+
+# The release controller's image is built from components/ops/Dockerfile on this base.
+RELEASER_BASE_IMAGE = "docker.io/library/python:3.11-slim"

@@ -1,18 +1,99 @@
-"""Kubeconfig text helpers: point a kubeconfig at an address the caller can reach, and open a
-Kubernetes client from a kubeconfig's text (what the dynamic providers receive as a secret)."""
+"""Kubernetes clients for the program's own automation: bounded calls, no key material on disk.
+
+- Every request carries a timeout (REQUEST_TIMEOUT unless the caller gives its own), so a hung
+  connection can never outlive a deadline: the client library passes no timeout by default and
+  urllib3 then blocks for ever.
+- The CA, client certificate and key of a kubeconfig go into anonymous in-memory files
+  (memfd): the client library would write them to /tmp, where they stay if the process is
+  killed. They vanish with the process.
+"""
 
 from __future__ import annotations
 
+import base64
+import os
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import yaml
 
+# (connect, read) seconds for one API request.
+REQUEST_TIMEOUT: tuple[float, float] = (5.0, 30.0)
 
-def core_api(kubeconfig: str) -> Any:
-    """A CoreV1Api for a kubeconfig's text; made per call, never kept on a pickled provider."""
-    from kubernetes import client, config
+_memfd_lock = threading.Lock()
+_load_lock = threading.Lock()
+_memfds: dict[str, str] = {}
 
-    return client.CoreV1Api(config.new_client_from_config_dict(yaml.safe_load(kubeconfig)))
+
+def _memfd_with(content: str | bytes, *_args: object, **_kwargs: object) -> str:
+    """A path to an in-memory file holding `content` (one per distinct content, kept open)."""
+    data = content.encode() if isinstance(content, str) else content
+    key = base64.b64encode(data).decode()
+    with _memfd_lock:
+        if key not in _memfds:
+            fd = os.memfd_create("gpu-tenancy-kube", os.MFD_CLOEXEC)
+            os.write(fd, data)
+            _memfds[key] = f"/proc/self/fd/{fd}"
+        return _memfds[key]
+
+
+def _with_default_timeout(api_client: Any, timeout: tuple[float, float]) -> Any:
+    """Make every request of this client use `timeout` unless the call sets its own."""
+    rest = api_client.rest_client
+    request: Callable[..., Any] = rest.request
+
+    def bounded(*args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
+        return request(*args, _request_timeout=_request_timeout or timeout, **kwargs)
+
+    rest.request = bounded
+    return api_client
+
+
+def api_client(kubeconfig: str, timeout: tuple[float, float] = REQUEST_TIMEOUT) -> Any:
+    """An ApiClient for a kubeconfig's text; made per use, never kept on a pickled provider."""
+    from kubernetes.config import kube_config
+
+    doc = yaml.safe_load(kubeconfig)
+    if not isinstance(doc, dict):
+        raise ValueError("kubeconfig is not a YAML mapping")
+    # The library writes inline key material through this one function; send it to memory.
+    with _load_lock:
+        original = kube_config._create_temp_file_with_content
+        kube_config._create_temp_file_with_content = _memfd_with
+        try:
+            client = kube_config.new_client_from_config_dict(doc)
+        finally:
+            kube_config._create_temp_file_with_content = original
+    return _with_default_timeout(client, timeout)
+
+
+def core_api(kubeconfig: str, timeout: tuple[float, float] = REQUEST_TIMEOUT) -> Any:
+    """A CoreV1Api for a kubeconfig's text (see api_client)."""
+    from kubernetes import client
+
+    return client.CoreV1Api(api_client(kubeconfig, timeout))
+
+
+def token_kubeconfig(server: str, ca_data: str, token: str, name: str = "gpu-tenancy") -> str:
+    """A kubeconfig for a bearer token (a ServiceAccount's), CA given base64 as in kubeconfigs."""
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority-data": ca_data}}],
+            "users": [{"name": name, "user": {"token": token}}],
+            "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+            "current-context": name,
+        },
+        sort_keys=False,
+    )
+
+
+def cluster_ca(kubeconfig: str) -> str:
+    """The base64 CA of the kubeconfig's first cluster."""
+    doc = yaml.safe_load(kubeconfig)
+    return doc["clusters"][0]["cluster"]["certificate-authority-data"]
 
 
 def rewrite_server(kubeconfig: str, server: str) -> str:
@@ -29,6 +110,7 @@ def rewrite_server(kubeconfig: str, server: str) -> str:
     return yaml.safe_dump(doc, sort_keys=False)
 
 
-def http_status(exc: Exception) -> int | None:
+def http_status(exc: BaseException) -> int | None:
     """The HTTP status of a kubernetes client error (None for any other exception)."""
-    return getattr(exc, "status", None)
+    status = getattr(exc, "status", None)
+    return status if isinstance(status, int) else None

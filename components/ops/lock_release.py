@@ -2,24 +2,25 @@
 
 With a real device plugin, Allocate does this on the node. The mock plugin never does, so the
 node keeps `hami.io/mutex.lock` and every later GPU pod on it waits for the lock to expire. This
-module does what the real plugin does, and only that: it releases a lock only while the lock's
-value names the pod, and leaves malformed or foreign locks alone. No Pulumi import: the
-BindRelease dynamic provider uses it, and `python -m components.ops.lock_release` runs it as a loop
-for pods the stack does not manage.
+module does what the real plugin does, and only that: on nodes labelled as mock-GPU nodes, it
+releases a lock only while the lock's value names the pod, and leaves malformed or foreign
+locks alone. Both the release controller (every GPU pod, watched) and the BindRelease provider
+(the stack's own workloads, awaited by `pulumi up`) call `release_pod`.
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 import logging
-import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from components.config.names import MOCK_GPU_NODE_LABEL
 from components.gpu import hami_annotations as ha
-from components.ops.kube import core_api, http_status
+from components.ops import hami_reasons
+from components.ops.kube import http_status
 
 log = logging.getLogger("gpu-tenancy.lock-release")
 
@@ -29,10 +30,17 @@ SUCCEEDED = "succeeded"  # bind-phase success; the node lock no longer names thi
 NOT_BOUND = "not-bound"  # HAMi has not bound the pod (yet)
 POD_GONE = "pod-gone"
 NODE_GONE = "node-gone"
+NOT_MOCK = "not-mock"  # the node's own device plugin finishes allocation: not ours to touch
 FAILED = "failed"  # HAMi marked the allocation failed
 CONFLICT_RETRIES = 8
-# kube-scheduler's and HAMi's event reasons for a pod that does not fit.
-SCHEDULING_FAILURES = ("FailedScheduling", "FilteringFailed")
+
+# Lock results.
+LOCK_RELEASED = "released"
+LOCK_NOT_HELD = "not-held"
+LOCK_MALFORMED = "malformed"
+LOCK_NODE_GONE = "node-gone"
+
+Obj = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -42,106 +50,145 @@ class Outcome:
     detail: str = ""
 
 
-def release_node_lock(core: Any, node: str, namespace: str, pod: str) -> str:
+def _json(call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """A client call's answer as plain JSON (no model classes: faster, and the watch gives dicts)."""
+    return json.loads(call(*args, _preload_content=False, **kwargs).data)
+
+
+def annotations(obj: Obj) -> Mapping[str, str]:
+    return (obj.get("metadata") or {}).get("annotations") or {}
+
+
+def is_mock_node(node: Obj, label: tuple[str, str] | None = MOCK_GPU_NODE_LABEL) -> bool:
+    """Whether the node's GPUs are fake (labelled by the inventory); None = every node is."""
+    if label is None:
+        return True
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return labels.get(label[0]) == label[1]
+
+
+def release_node_lock(core: Any, node: str, namespace: str, pod: str, node_obj: Obj | None = None) -> str:
     """Remove the node lock if, and only while, it names namespace/pod.
 
     The delete carries the node's resourceVersion, so a lock taken by someone else between our
     read and our write makes the API server answer 409 and we look again.
-    Returns "released", "not-held" (absent or another pod's), "malformed" or "node-gone".
+    Returns one of LOCK_RELEASED, LOCK_NOT_HELD (absent or another pod's), LOCK_MALFORMED,
+    LOCK_NODE_GONE.
     """
-    for _ in range(CONFLICT_RETRIES):
-        try:
-            obj = core.read_node(node)
-        except Exception as exc:
-            if http_status(exc) == 404:
-                return "node-gone"
-            raise
-        value = (obj.metadata.annotations or {}).get(ha.NODE_LOCK)
+    for attempt in range(CONFLICT_RETRIES):
+        if node_obj is None or attempt:
+            try:
+                node_obj = _json(core.read_node, node)
+            except Exception as exc:
+                if http_status(exc) == 404:
+                    return LOCK_NODE_GONE
+                raise
+        value = annotations(node_obj).get(ha.NODE_LOCK)
         if value is None:
-            return "not-held"
+            return LOCK_NOT_HELD
         try:
             held = ha.lock_held_by(value, namespace, pod)
         except ha.AnnotationFormatError as exc:
             log.warning("node %s: leaving malformed %s=%r alone (%s)", node, ha.NODE_LOCK, value, exc)
-            return "malformed"
+            return LOCK_MALFORMED
         if not held:
-            return "not-held"
-        patch = {"metadata": {"resourceVersion": obj.metadata.resource_version, "annotations": {ha.NODE_LOCK: None}}}
+            return LOCK_NOT_HELD
+        rv = node_obj["metadata"]["resourceVersion"]
+        patch = {"metadata": {"resourceVersion": rv, "annotations": {ha.NODE_LOCK: None}}}
         try:
-            core.patch_node(node, patch)
-            return "released"
+            core.patch_node(node, patch, _preload_content=False)
+            return LOCK_RELEASED
         except Exception as exc:
             if http_status(exc) == 409:
                 continue
             if http_status(exc) == 404:
-                return "node-gone"
+                return LOCK_NODE_GONE
             raise
     raise RuntimeError(f"node {node}: lock still contended after {CONFLICT_RETRIES} attempts")
 
 
-def _set_phase(core: Any, namespace: str, pod: str, resource_version: str) -> bool:
-    """bind-phase -> success, guarded by the pod's resourceVersion; False on a conflict."""
-    patch = {"metadata": {"resourceVersion": resource_version, "annotations": {ha.BIND_PHASE: ha.PHASE_SUCCESS}}}
-    try:
-        core.patch_namespaced_pod(pod, namespace, patch)
-        return True
-    except Exception as exc:
-        if http_status(exc) == 409:
-            return False
-        raise
+def release_pod(
+    core: Any,
+    namespace: str,
+    pod: str,
+    pod_obj: Obj | None = None,
+    node_label: tuple[str, str] | None = MOCK_GPU_NODE_LABEL,
+) -> Outcome:
+    """One idempotent pass over one pod: what the real device plugin does after Allocate.
 
-
-def release_pod(core: Any, namespace: str, pod: str) -> Outcome:
-    """One idempotent pass over one pod: what the real device plugin does after Allocate."""
-    for _ in range(CONFLICT_RETRIES):
-        try:
-            obj = core.read_namespaced_pod(pod, namespace)
-        except Exception as exc:
-            if http_status(exc) == 404:
-                return Outcome(POD_GONE)
-            raise
-        ann = obj.metadata.annotations or {}
-        phase = ann.get(ha.BIND_PHASE)
+    `pod_obj` (e.g. from a watch event) saves the first read; a conflict re-reads the pod.
+    """
+    for attempt in range(CONFLICT_RETRIES):
+        if pod_obj is None or attempt:
+            try:
+                pod_obj = _json(core.read_namespaced_pod, pod, namespace)
+            except Exception as exc:
+                if http_status(exc) == 404:
+                    return Outcome(POD_GONE)
+                raise
+        phase = annotations(pod_obj).get(ha.BIND_PHASE)
         # Bound = HAMi's Bind patched bind-phase and then created the Binding (spec.nodeName).
-        node = obj.spec.node_name
+        node = (pod_obj.get("spec") or {}).get("nodeName")
         if phase == ha.PHASE_FAILED:
-            return Outcome(FAILED, node, "HAMi marked the allocation failed")
+            return Outcome(FAILED, node, "HAMi marked the allocation failed (bind-phase failed)")
         if phase not in (ha.PHASE_ALLOCATING, ha.PHASE_SUCCESS) or not node:
             return Outcome(NOT_BOUND, node)
-        if phase == ha.PHASE_ALLOCATING and not _set_phase(core, namespace, pod, obj.metadata.resource_version):
-            continue
-        lock = release_node_lock(core, node, namespace, pod)
-        if lock == "node-gone":
+        try:
+            node_obj = _json(core.read_node, node)
+        except Exception as exc:
+            if http_status(exc) == 404:
+                return Outcome(NODE_GONE, node, f"node {node} no longer exists")
+            raise
+        if not is_mock_node(node_obj, node_label):
+            return Outcome(NOT_MOCK, node, f"node {node} is not labelled {'='.join(node_label or ())}")
+        if phase == ha.PHASE_ALLOCATING:
+            rv = pod_obj["metadata"]["resourceVersion"]
+            patch = {"metadata": {"resourceVersion": rv, "annotations": {ha.BIND_PHASE: ha.PHASE_SUCCESS}}}
+            try:
+                core.patch_namespaced_pod(pod, namespace, patch, _preload_content=False)
+            except Exception as exc:
+                if http_status(exc) == 409:
+                    continue
+                if http_status(exc) == 404:
+                    return Outcome(POD_GONE)
+                raise
+        lock = release_node_lock(core, node, namespace, pod, node_obj)
+        if lock == LOCK_NODE_GONE:
             return Outcome(NODE_GONE, node, f"node {node} no longer exists")
-        if lock == "released":
+        if lock == LOCK_RELEASED:
             return Outcome(RELEASED, node)
-        return Outcome(SUCCEEDED, node, "" if lock == "not-held" else f"lock on {node} is {lock}")
+        return Outcome(SUCCEEDED, node, "" if lock == LOCK_NOT_HELD else f"lock on {node} is {lock}")
     raise RuntimeError(f"pod {namespace}/{pod}: still conflicting after {CONFLICT_RETRIES} attempts")
 
 
-def scheduling_reason(core: Any, namespace: str, pod: str) -> str:
-    """Why a pod is still Pending, in the scheduler's (and HAMi's) own words."""
-    parts = []
-    try:
-        obj = core.read_namespaced_pod(pod, namespace)
-        for cond in obj.status.conditions or []:
-            if cond.type == "PodScheduled" and cond.status == "False" and cond.message:
-                parts.append(cond.message)
-    except Exception as exc:
-        if http_status(exc) != 404:
-            raise
-        return "pod no longer exists"
-    try:
-        events = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={pod}")
-        warnings = [
-            e for e in events.items if e.type == "Warning" and e.reason in ("FailedScheduling", "FilteringFailed")
-        ]
-        warnings.sort(key=lambda e: str(e.last_timestamp or e.event_time or e.metadata.creation_timestamp))
-        if warnings and warnings[-1].message not in parts:
-            parts.append(warnings[-1].message)
-    except Exception as exc:  # events are best effort: a missing reason must not hide the timeout
-        log.debug("events for %s/%s unavailable: %s", namespace, pod, exc)
-    return "; ".join(parts) or "no scheduling event yet"
+def release_orphaned_locks(core: Any, pods: list[Obj], node_label: tuple[str, str] | None = MOCK_GPU_NODE_LABEL) -> int:
+    """Locks still naming a pod whose bind-phase is already success (a release interrupted
+    between its two writes): removed, as the device plugin would have. Returns how many."""
+    done = {
+        (p["metadata"]["namespace"], p["metadata"]["name"])
+        for p in pods
+        if annotations(p).get(ha.BIND_PHASE) == ha.PHASE_SUCCESS
+    }
+    released = 0
+    for node in _json(core.list_node).get("items", []):
+        value = annotations(node).get(ha.NODE_LOCK)
+        if value is None or not is_mock_node(node, node_label):
+            continue
+        try:
+            lock = ha.decode_node_lock(value)
+        except ha.AnnotationFormatError:
+            continue
+        if (lock.namespace, lock.pod) in done:
+            name = node["metadata"]["name"]
+            if release_node_lock(core, name, lock.namespace, lock.pod, node) == LOCK_RELEASED:
+                log.info(
+                    "node %s: released the lock of %s/%s (its bind-phase was already success)",
+                    name,
+                    lock.namespace,
+                    lock.pod,
+                )
+                released += 1
+    return released
 
 
 @dataclass(frozen=True)
@@ -158,6 +205,7 @@ def wait_and_release_pods(
     selector: str | None = None,
     count: int = 0,
     interval: float = 0.5,
+    node_label: tuple[str, str] | None = MOCK_GPU_NODE_LABEL,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[PodResult]:
@@ -165,7 +213,7 @@ def wait_and_release_pods(
 
     Pods are given by name, or by label selector plus the number expected (a Deployment's
     pods appear over time). Returns when every pod has an outcome other than NOT_BOUND, or at
-    the deadline, with the scheduler's reason for each pod still unbound.
+    the deadline, with HAMi's reason for each pod still unbound.
     """
     deadline = clock() + timeout
     finished: dict[str, Outcome] = {}
@@ -173,11 +221,11 @@ def wait_and_release_pods(
         if names is not None:
             current = list(names)
         else:
-            listed = core.list_namespaced_pod(namespace, label_selector=selector).items
-            current = sorted(p.metadata.name for p in listed if p.metadata.deletion_timestamp is None)
+            listed = _json(core.list_namespaced_pod, namespace, label_selector=selector).get("items", [])
+            current = sorted(p["metadata"]["name"] for p in listed if not p["metadata"].get("deletionTimestamp"))
         for pod in current:
             if pod not in finished:
-                outcome = release_pod(core, namespace, pod)
+                outcome = release_pod(core, namespace, pod, node_label=node_label)
                 if outcome.status != NOT_BOUND:
                     finished[pod] = outcome
         pending = [p for p in current if p not in finished]
@@ -186,44 +234,11 @@ def wait_and_release_pods(
             return [PodResult(p, finished[p]) for p in current]
         if clock() >= deadline:
             results = [PodResult(p, finished[p]) for p in current if p in finished]
-            results += [PodResult(p, Outcome(NOT_BOUND, None, scheduling_reason(core, namespace, p))) for p in pending]
+            results += [
+                PodResult(p, Outcome(NOT_BOUND, None, hami_reasons.pending_reason(core, namespace, p).text))
+                for p in pending
+            ]
             if not enough:
                 results.append(PodResult("", Outcome(NOT_BOUND, None, f"{len(current)} of {count} pods exist")))
             return results
         sleep(interval)
-
-
-def release_all(core: Any, namespace: str | None = None) -> list[tuple[str, str, Outcome]]:
-    """One pass over every pod HAMi left in bind-phase allocating (optionally in one namespace)."""
-    pods = core.list_namespaced_pod(namespace) if namespace else core.list_pod_for_all_namespaces()
-    done = []
-    for p in pods.items:
-        if (p.metadata.annotations or {}).get(ha.BIND_PHASE) == ha.PHASE_ALLOCATING:
-            outcome = release_pod(core, p.metadata.namespace, p.metadata.name)
-            done.append((p.metadata.namespace, p.metadata.name, outcome))
-            log.info("%s/%s: %s %s", p.metadata.namespace, p.metadata.name, outcome.status, outcome.detail)
-    return done
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m components.ops.lock_release",
-        description="Release HAMi node locks held by pods on mock GPUs (what the real device plugin does).",
-    )
-    parser.add_argument("--kubeconfig", required=True, help="path of the tenant's kubeconfig")
-    parser.add_argument("--namespace", help="only pods in this namespace (default: all)")
-    parser.add_argument("--interval", type=float, default=2.0, help="seconds between passes (default 2)")
-    parser.add_argument("--once", action="store_true", help="one pass, then exit")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
-    with open(args.kubeconfig) as f:
-        core = core_api(f.read())
-    while True:
-        release_all(core, args.namespace)
-        if args.once:
-            return 0
-        time.sleep(args.interval)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,7 +2,7 @@
 
 For each pod of the workload it waits until HAMi has bound it, then sets bind-phase success and
 removes the node lock if (and only if) the lock names that pod (components.ops.lock_release). A pod
-still unbound at the deadline is reported with the scheduler's reason: as outputs, and, with
+still unbound at the deadline is reported with HAMi's own reason per node: as outputs, and, with
 `fail_on_pending`, as the error that stops the update. The kubeconfig is a secret input, echoed
 in the outputs so update/delete can use it; no client is kept on the provider object (its
 __dict__ is pickled into the state). This module is imported by the provider process: importing
@@ -40,6 +40,10 @@ def _run(props: dict[str, Any]) -> dict[str, Any]:
         {"name": r.name, "node": r.outcome.node or "", "status": r.outcome.status, "reason": r.outcome.detail}
         for r in results
     ]
+    failed = [p for p in pods if p["status"] == lock_release.FAILED]
+    if failed:
+        lines = "; ".join(f"{props['namespace']}/{p['name']} on {p['node']}: {p['reason']}" for p in failed)
+        raise PendingPodsError(f"{len(failed)} pod(s) whose GPU allocation HAMi marked failed: {lines}")
     pending = [p for p in pods if p["status"] == lock_release.NOT_BOUND]
     if pending and props.get("fail_on_pending", True):
         lines = "; ".join(f"{props['namespace']}/{p['name'] or '?'}: {p['reason']}" for p in pending)

@@ -9,6 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.model import GpuFleet
+from components.config.names import MOCK_GPU_NODE_LABEL
 from components.gpu.hami_annotations import GPU_NODE_LABEL, NODE_REGISTER, DeviceInfo, encode_node_register
 from components.providers.node_gpu_capacity import NodeGpuCapacity
 
@@ -56,7 +57,7 @@ class MockGpuInventoryArgs:
 
 
 class MockGpuInventory(pulumi.ComponentResource):
-    """Per node: label gpu=on + device-register annotation, then the status capacity seed.
+    """Per node: labels gpu=on and mock-gpu + device-register annotation, then the capacity seed.
 
     The annotation goes first: HAMi 2.8 reads a node's devices when its nvidia.com/gpu
     allocatable changes, so the capacity seed must find the annotation already there.
@@ -71,7 +72,7 @@ class MockGpuInventory(pulumi.ComponentResource):
                 f"{name}-{node}",
                 metadata=k8s.meta.v1.ObjectMetaPatchArgs(
                     name=node,
-                    labels={GPU_NODE_LABEL[0]: GPU_NODE_LABEL[1]},
+                    labels=dict((GPU_NODE_LABEL, MOCK_GPU_NODE_LABEL)),
                     annotations={NODE_REGISTER: encode_node_register(node_devices(args.tenant, node, args.fleet))},
                 ),
                 opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.node_ready),
@@ -87,4 +88,6 @@ class MockGpuInventory(pulumi.ComponentResource):
                 )
             )
         self.summary = inventory_summary(args.fleet, len(args.nodes))
+        # The card ids HAMi must register, per node (what the registration gate waits for).
+        self.devices = {node: [d.id for d in node_devices(args.tenant, node, args.fleet)] for node in args.nodes}
         self.register_outputs({"nodes": args.nodes, "inventory": self.summary})

@@ -13,6 +13,7 @@ from components.tenant.gpu_inventory import MockGpuInventory, MockGpuInventoryAr
 from components.tenant.gpu_quota import GpuQuota
 from components.tenant.gpu_workload import GpuWorkload, GpuWorkloadArgs
 from components.tenant.hami import Hami, HamiArgs
+from components.tenant.lock_releaser import LockReleaser, LockReleaserArgs
 from components.tenant.network import TenantNetwork
 from components.tenant.worker_node import NodeBootstrap, WorkerNode, WorkerNodeArgs, token_id, worker_name
 
@@ -29,6 +30,8 @@ class GpuTenantArgs:
     # The Docker network's name: the lab's own, or the platform's (team stacks).
     network: pulumi.Input[str]
     datastore: pulumi.Input[str]
+    # The release controller's image (ReleaserImage.ref), built once per stack on the lab host.
+    releaser_image: pulumi.Input[str]
     # Kamaji's release, when this stack installs it (the TCP goes after it, and before it on destroy).
     kamaji: pulumi.Resource | None = None
 
@@ -37,7 +40,9 @@ class GpuTenant(pulumi.ComponentResource):
     """Wires the per-tenant components in the order the design's graph gives.
 
     Tenant -> NodeBootstrap -> WorkerNode xN -> TenantNetwork (needs a worker's image) ->
-    Hami (needs Ready nodes) and MockGpuInventory (needs the Node objects).
+    MockGpuInventory (needs the Node objects) -> Hami (needs Ready nodes; waits for its webhook
+    and for the cards to be registered); LockReleaser beside them (needs only the tenant API);
+    GpuQuota; then the workloads, once HAMi is ready and the releaser runs.
     """
 
     def __init__(self, name: str, args: GpuTenantArgs, opts: pulumi.ResourceOptions | None = None):
@@ -99,7 +104,21 @@ class GpuTenant(pulumi.ComponentResource):
                 kubeconfig=self.control_plane.automation_kubeconfig,
                 kubernetes_version=t.kubernetes_version,
                 node_lock_timeout=args.hami.node_lock_timeout,
+                expected_devices=self.inventory.devices,
                 depends_on=[*joins, self.network, self.inventory],
+            ),
+            opts=child,
+        )
+        self.releaser = LockReleaser(
+            f"{name}-releaser",
+            LockReleaserArgs(
+                tenant=t.name,
+                lab_name=args.lab_name,
+                network=args.network,
+                image=args.releaser_image,
+                server=f"https://{args.address}:{t.api_port}",
+                provider=provider,
+                admin_kubeconfig=self.control_plane.automation_kubeconfig,
             ),
             opts=child,
         )
@@ -128,7 +147,7 @@ class GpuTenant(pulumi.ComponentResource):
                     workload=w,
                     provider=provider,
                     kubeconfig=self.control_plane.automation_kubeconfig,
-                    depends_on=[self.hami.webhook, self.quota],
+                    depends_on=[*self.hami.ready, self.releaser, self.quota],
                 ),
                 opts=child,
             )
@@ -140,5 +159,6 @@ class GpuTenant(pulumi.ComponentResource):
                 "kubeconfig": self.control_plane.kubeconfig,
                 "nodes": [w.node_name for w in self.workers],
                 "inventory": self.inventory.summary,
+                "releaser": self.releaser.metrics_url,
             }
         )

@@ -9,6 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import versions
+from components.providers.hami_registration import HamiRegistration
 from components.providers.webhook_probe import HamiWebhookProbe
 
 HAMI_NAMESPACE = "hami-system"
@@ -57,16 +58,20 @@ class HamiArgs:
     kubeconfig: pulumi.Input[str]
     kubernetes_version: str
     node_lock_timeout: str
+    # Card ids per node that HAMi must register before workloads are created.
+    expected_devices: dict[str, list[str]]
     # Nodes and CNI: the scheduler pod needs a Ready node before the release can be ready.
     depends_on: list[pulumi.Resource] = field(default_factory=list)
 
 
 class Hami(pulumi.ComponentResource):
-    """A real Helm release (its webhook certificates come from Helm hook jobs), then a probe that
-    fails the update unless the tenant API server reaches HAMi's webhook (through Konnectivity)."""
+    """A real Helm release (its webhook certificates come from Helm hook jobs), then two gates:
+    the tenant API server reaches HAMi's webhook (through Konnectivity), and HAMi's scheduler
+    has registered every fake card. `ready` lists both, for whatever creates GPU pods."""
 
     release: k8s.helm.v3.Release
     webhook: HamiWebhookProbe
+    registration: HamiRegistration
 
     def __init__(self, name: str, args: HamiArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:Hami", name, None, opts)
@@ -82,10 +87,25 @@ class Hami(pulumi.ComponentResource):
             timeout=HELM_TIMEOUT_SECONDS,
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.depends_on),
         )
+        revision = self.release.status.apply(_revision)
         self.webhook = HamiWebhookProbe(
             f"{name}-webhook-probe",
             kubeconfig=args.kubeconfig,
-            hami_revision=self.release.status.apply(_revision),
+            hami_revision=revision,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release]),
         )
-        self.register_outputs({"status": self.release.status, "webhook": self.webhook.scheduler_name})
+        self.registration = HamiRegistration(
+            f"{name}-registration",
+            kubeconfig=args.kubeconfig,
+            expected=args.expected_devices,
+            hami_revision=revision,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release]),
+        )
+        self.ready: list[pulumi.Resource] = [self.webhook, self.registration]
+        self.register_outputs(
+            {
+                "status": self.release.status,
+                "webhook": self.webhook.scheduler_name,
+                "registered": self.registration.registered,
+            }
+        )

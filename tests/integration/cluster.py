@@ -46,9 +46,13 @@ def self_signed(workdir: Path, name: str, subject: str, san: str | None = None) 
 class TestCluster:
     workdir: Path
     env: dict[str, str]
+    # Extra kube-apiserver flags (e.g. --watch-cache=false, so watches read etcd directly).
+    api_args: list[str] = field(default_factory=list)
     port: int = 0
+    etcd_port: int = 0
     procs: list[subprocess.Popen] = field(default_factory=list)
     kubeconfig_text: str = ""
+    _api_cmd: list[str] = field(default_factory=list)
 
     @property
     def kubeconfig_path(self) -> Path:
@@ -93,6 +97,7 @@ class TestCluster:
         (w / "tokens.csv").write_text(f'{TOKEN},admin,admin,"system:masters"\n')
 
         etcd_client, etcd_peer = free_port(), free_port()
+        self.etcd_port = etcd_client
         etcd_log = open(w / "etcd.log", "w")  # noqa: SIM115 - closed with the process
         self.procs.append(
             subprocess.Popen(
@@ -121,34 +126,28 @@ class TestCluster:
             )
         )
         self.port = free_port()
-        api_log = open(w / "kube-apiserver.log", "w")  # noqa: SIM115 - closed with the process
-        self.procs.append(
-            subprocess.Popen(
-                [
-                    self._bin("kube-apiserver"),
-                    f"--etcd-servers=http://127.0.0.1:{etcd_client}",
-                    "--bind-address=127.0.0.1",
-                    "--advertise-address=127.0.0.1",
-                    f"--secure-port={self.port}",
-                    f"--tls-cert-file={w / 'server.crt'}",
-                    f"--tls-private-key-file={w / 'server.key'}",
-                    f"--client-ca-file={w / 'ca.crt'}",
-                    f"--token-auth-file={w / 'tokens.csv'}",
-                    "--authorization-mode=RBAC",
-                    f"--service-account-key-file={w / 'sa.key'}",
-                    f"--service-account-signing-key-file={w / 'sa.key'}",
-                    "--service-account-issuer=https://kubernetes.default.svc",
-                    "--service-cluster-ip-range=10.96.0.0/16",
-                    # No controller-manager runs: nothing would create the ServiceAccount tokens.
-                    "--disable-admission-plugins=ServiceAccount",
-                    "--enable-priority-and-fairness=false",
-                    f"--cert-dir={w / 'certs'}",
-                ],
-                stdout=api_log,
-                stderr=subprocess.STDOUT,
-                env=self.env,
-            )
-        )
+        self._api_cmd = [
+            self._bin("kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{etcd_client}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={self.port}",
+            f"--tls-cert-file={w / 'server.crt'}",
+            f"--tls-private-key-file={w / 'server.key'}",
+            f"--client-ca-file={w / 'ca.crt'}",
+            f"--token-auth-file={w / 'tokens.csv'}",
+            "--authorization-mode=RBAC",
+            f"--service-account-key-file={w / 'sa.key'}",
+            f"--service-account-signing-key-file={w / 'sa.key'}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            # No controller-manager runs: nothing would create the ServiceAccount tokens.
+            "--disable-admission-plugins=ServiceAccount",
+            "--enable-priority-and-fairness=false",
+            f"--cert-dir={w / 'certs'}",
+            *self.api_args,
+        ]
+        self._start_apiserver()
         ca = base64.b64encode((w / "ca.crt").read_bytes()).decode()
         self.kubeconfig_text = yaml.safe_dump(
             {
@@ -168,6 +167,37 @@ class TestCluster:
         self.kubeconfig_path.write_text(self.kubeconfig_text)
         self._wait_ready()
         return self
+
+    def _start_apiserver(self) -> None:
+        api_log = open(self.workdir / "kube-apiserver.log", "a")  # noqa: SIM115 - closed with the process
+        self.procs.append(subprocess.Popen(self._api_cmd, stdout=api_log, stderr=subprocess.STDOUT, env=self.env))
+
+    def restart_apiserver(self, down_seconds: float = 0.0) -> None:
+        """Stop kube-apiserver (etcd keeps the data), wait, start it again on the same port."""
+        (api,) = [p for p in self.procs if p.args[0] == self._api_cmd[0] and p.poll() is None]
+        api.terminate()
+        api.wait(timeout=30)
+        self.procs.remove(api)
+        time.sleep(down_seconds)
+        self._start_apiserver()
+        self._wait_ready()
+
+    def etcd_compact(self) -> int:
+        """Compact etcd to its current revision (its JSON gateway); returns that revision.
+
+        A watch resumed from an older resourceVersion then gets 410 Gone from etcd (with the
+        watch cache off; the cache otherwise answers from its own window)."""
+        import json
+        import urllib.request
+
+        base = f"http://127.0.0.1:{self.etcd_port}/v3/kv"
+        req = urllib.request.Request(f"{base}/range", data=json.dumps({"key": "AA=="}).encode(), method="POST")
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            revision = int(json.loads(resp.read())["header"]["revision"])
+        body = json.dumps({"revision": str(revision), "physical": True}).encode()
+        with urllib.request.urlopen(urllib.request.Request(f"{base}/compaction", data=body, method="POST"), timeout=30):
+            pass
+        return revision
 
     def _bin(self, name: str) -> str:
         found = shutil.which(name, path=self.env["PATH"])
@@ -231,16 +261,23 @@ class TestCluster:
                 p.kill()
 
 
-def start_cluster(env: dict[str, str]) -> TestCluster:
-    return TestCluster(workdir=Path(tempfile.mkdtemp(prefix="gpu-tenancy-cluster-")), env=env).start()
+def start_cluster(env: dict[str, str], api_args: list[str] | None = None) -> TestCluster:
+    workdir = Path(tempfile.mkdtemp(prefix="gpu-tenancy-cluster-"))
+    return TestCluster(workdir=workdir, env=env, api_args=list(api_args or [])).start()
 
 
-def add_node(cluster: TestCluster, name: str) -> None:
-    """A Node as a kubelet would register it (minus the kubelet): Ready, with cpu/memory/pods."""
+def add_node(cluster: TestCluster, name: str, mock_gpu: bool = True) -> None:
+    """A Node as a kubelet would register it (minus the kubelet): Ready, with cpu/memory/pods;
+    labelled as a mock-GPU node (what the inventory does) unless `mock_gpu` is False."""
     from kubernetes import client
 
+    from components.config.names import MOCK_GPU_NODE_LABEL
+
     core = cluster.core()
-    core.create_node(client.V1Node(metadata=client.V1ObjectMeta(name=name, labels={"kubernetes.io/hostname": name})))
+    labels = {"kubernetes.io/hostname": name}
+    if mock_gpu:
+        labels[MOCK_GPU_NODE_LABEL[0]] = MOCK_GPU_NODE_LABEL[1]
+    core.create_node(client.V1Node(metadata=client.V1ObjectMeta(name=name, labels=labels)))
     # The API server taints new nodes not-ready; no node-lifecycle controller runs to lift it.
     core.patch_node(name, {"spec": {"taints": None}})
     resources = {"cpu": "8", "memory": "32Gi", "pods": "110"}

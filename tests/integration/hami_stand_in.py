@@ -76,3 +76,54 @@ def mark_unschedulable(core: client.CoreV1Api, namespace: str, pod: str, message
             }
         },
     )
+
+
+def hami_event(core: client.CoreV1Api, namespace: str, pod: str, reason: str, message: str) -> None:
+    """An event as HAMi's scheduler records it on a pod (component hami-scheduler, Warning)."""
+    uid = core.read_namespaced_pod(pod, namespace).metadata.uid
+    now = datetime.now(UTC)
+    core.create_namespaced_event(
+        namespace,
+        client.CoreV1Event(
+            metadata=client.V1ObjectMeta(generate_name=f"{pod}."),
+            involved_object=client.V1ObjectReference(kind="Pod", namespace=namespace, name=pod, uid=uid),
+            reason=reason,
+            message=message,
+            type="Warning",
+            source=client.V1EventSource(component="hami-scheduler"),
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+        ),
+    )
+
+
+def new_pod(core: client.CoreV1Api, namespace: str, name: str, scheduler: str | None = None) -> None:
+    """A plain pod, created with the API client as a team would (not by the stack)."""
+    core.create_namespaced_pod(
+        namespace,
+        client.V1Pod(
+            metadata=client.V1ObjectMeta(name=name),
+            spec=client.V1PodSpec(
+                scheduler_name=scheduler,
+                containers=[
+                    client.V1Container(
+                        name="c",
+                        image="busybox",
+                        resources=client.V1ResourceRequirements(limits={ha.RES_GPUMEM: "8000", ha.RES_GPUCORES: "10"}),
+                    )
+                ],
+            ),
+        ),
+    )
+
+
+def wait_released(core: client.CoreV1Api, namespace: str, pod: str, node: str, timeout: float = 30) -> float:
+    """Until the pod's bind-phase is success and the node holds no lock; returns monotonic time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        phase = (core.read_namespaced_pod(pod, namespace).metadata.annotations or {}).get(ha.BIND_PHASE)
+        if phase == ha.PHASE_SUCCESS and ha.NODE_LOCK not in (core.read_node(node).metadata.annotations or {}):
+            return time.monotonic()
+        time.sleep(0.05)
+    raise TimeoutError(f"{namespace}/{pod} not released on {node} within {timeout} s")

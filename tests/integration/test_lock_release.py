@@ -13,6 +13,7 @@ from kubernetes import client
 
 from components.gpu import hami_annotations as ha
 from components.ops import lock_release as lr
+from components.ops import release_controller as rc
 from tests.integration.cluster import add_node
 from tests.integration.hami_stand_in import mark_unschedulable
 
@@ -129,11 +130,11 @@ def test_concurrent_update_is_retried(cluster, node):
         def __getattr__(self, name):
             return getattr(core, name)
 
-        def patch_node(self, name, body):
+        def patch_node(self, name, body, **kwargs):
             calls["patch"] += 1
             if calls["patch"] == 1:
                 core.patch_node(name, {"metadata": {"labels": {"raced": "yes"}}})
-            return core.patch_node(name, body)
+            return core.patch_node(name, body, **kwargs)
 
     assert lr.release_pod(Racing(), "default", pod).status == lr.RELEASED
     assert calls["patch"] == 2
@@ -151,9 +152,9 @@ def test_a_lock_taken_by_another_pod_during_the_race_survives(cluster, node):
         def __getattr__(self, name):
             return getattr(core, name)
 
-        def patch_node(self, name, body):
+        def patch_node(self, name, body, **kwargs):
             lock(core, name, theirs)  # expired and re-taken by HAMi for another pod
-            return core.patch_node(name, body)
+            return core.patch_node(name, body, **kwargs)
 
     assert lr.release_pod(Racing(), "default", pod).status == lr.SUCCEEDED
     assert node_lock(core, node) == theirs
@@ -186,22 +187,36 @@ def test_unbound_pod_times_out_with_the_scheduler_reason(cluster):
     assert "CardInsufficientCore" in result.outcome.detail
 
 
-def test_release_all_only_touches_allocating_pods(cluster, node):
+def test_release_command_one_pass_touches_only_allocating_pods(cluster, node, tmp_path):
     core = cluster.core()
     mine = bound_pod(core, node)
     done = bound_pod(core, node, phase=ha.PHASE_SUCCESS)
     lock(core, node, lock_for(mine))
-    results = {(ns, p): o.status for ns, p, o in lr.release_all(core, "default")}
-    assert results[("default", mine)] == lr.RELEASED
-    assert ("default", done) not in results
-
-
-def test_release_loop_command_one_pass(cluster, node, tmp_path):
-    core = cluster.core()
-    pod = bound_pod(core, node)
-    lock(core, node, lock_for(pod))
+    before = core.read_namespaced_pod(done, "default").metadata.resource_version
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(cluster.kubeconfig_text)
-    assert lr.main(["--kubeconfig", str(kubeconfig), "--namespace", "default", "--once"]) == 0
+    assert rc.main(["--kubeconfig", str(kubeconfig), "--namespace", "default", "--once"]) == 0
     assert node_lock(core, node) is None
-    assert phase(core, pod) == ha.PHASE_SUCCESS
+    assert phase(core, mine) == ha.PHASE_SUCCESS
+    assert core.read_namespaced_pod(done, "default").metadata.resource_version == before
+
+
+def test_pod_on_a_node_without_the_mock_label_is_not_ours(cluster):
+    core = cluster.core()
+    real = f"real-gpu-{uuid.uuid4().hex[:6]}"
+    add_node(cluster, real, mock_gpu=False)
+    pod = bound_pod(core, real)
+    lock(core, real, lock_for(pod))
+    try:
+        assert lr.release_pod(core, "default", pod).status == lr.NOT_MOCK
+        assert phase(core, pod) == ha.PHASE_ALLOCATING and node_lock(core, real) is not None
+        assert lr.release_pod(core, "default", pod, node_label=None).status == lr.RELEASED
+    finally:
+        core.delete_node(real)
+
+
+def test_allocation_marked_failed_is_reported(cluster, node):
+    core = cluster.core()
+    pod = bound_pod(core, node, phase=ha.PHASE_FAILED)
+    outcome = lr.release_pod(core, "default", pod)
+    assert outcome.status == lr.FAILED and "failed" in outcome.detail

@@ -47,6 +47,7 @@ spec:
         - {name: POD_SUBNET, value: {{ .PodSubnet }}}
 """
 TOKEN_SECRET = "abcdefghij012345"
+SA_TOKEN = "releaser-service-account-token"
 
 
 SIG = "4dabf18193072939515e22adb298388d"
@@ -96,6 +97,12 @@ class ProgramMocks(pulumi.runtime.Mocks):
                 state["stdout"] = TOKEN_SECRET + "\n"
         elif args.typ == "docker:index/remoteImage:RemoteImage":
             state["imageId"] = "sha256:" + args.inputs["name"].encode().hex()[:12]
+        elif args.typ == "docker:index/image:Image":
+            state["repoDigest"] = "sha256:" + args.inputs["imageName"].encode().hex()[:12]
+        elif args.typ == "docker:index/container:Container":
+            state["networkDatas"] = [{"ipAddress": "172.30.0.9", "networkName": "gpu-lab"}]
+        elif args.typ == "pulumi-python:dynamic/gpu-tenancy:ServiceAccountToken":
+            state["token"] = SA_TOKEN
         elif args.typ == "kubernetes:core/v1:Secret" and args.resource_id:
             state["data"] = {
                 "admin.conf": base64.b64encode(TENANT_ADMIN.encode()).decode(),

@@ -3,7 +3,8 @@ to each chart and custom resource, secrets kept secret. Providers and engine are
 
 import pytest
 
-from tests.unit.harness import KINDNET_TEMPLATE, ROOT, TENANT_SUPER, load_config_file, run_program
+from components.ops.release_controller import RBAC_RULES
+from tests.unit.harness import KINDNET_TEMPLATE, ROOT, SA_TOKEN, TENANT_SUPER, load_config_file, run_program
 
 DEV = load_config_file(ROOT / "Pulumi.dev.yaml")
 
@@ -109,7 +110,7 @@ def test_cni_rendered_with_tenant_pod_cidr(rec):
 
 def test_inventory_annotations_and_capacity(rec):
     a = rec.named("team-a-gpus-gpu-lab-team-a-worker-0").inputs["metadata"]
-    assert a["labels"] == {"gpu": "on"}
+    assert a["labels"] == {"gpu": "on", "gpu-tenancy/mock-gpu": "true"}
     assert a["annotations"]["hami.io/node-nvidia-register"] == (
         '[{"id":"GPU-team-a-gpu-lab-team-a-worker-0-0","index":0,"count":10,"devmem":81920,"devcore":100,'
         '"type":"NVIDIA A100-SXM4-80GB","numa":0,"mode":"hami-core","health":true}]'
@@ -147,7 +148,7 @@ def test_chart_values(rec):
 
 def test_tenants_share_nothing_that_could_collide(rec):
     names = [r.inputs.get("name") for r in rec.of_type("docker:index/container:Container")]
-    assert len(names) == len(set(names)) == 3
+    assert len(names) == len(set(names)) == 5  # k3s, a worker and a release controller per tenant
     tcps = rec.of_type("kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane")
     ports = [
         p
@@ -186,7 +187,12 @@ def test_workloads_are_created_after_hami_with_their_bind_release(rec):
     limits = tmpl["spec"]["containers"][0]["resources"]["limits"]
     assert limits == {"nvidia.com/gpumem": "20000", "nvidia.com/gpucores": "30"}
     assert tmpl["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
-    assert {"team-a-hami-webhook-probe", "team-a-quota-default"} <= deps(rec, "team-a-default-shared-a100-deployment")
+    assert {
+        "team-a-hami-webhook-probe",
+        "team-a-hami-registration",
+        "team-a-releaser-container",
+        "team-a-quota-default",
+    } <= deps(rec, "team-a-default-shared-a100-deployment")
     assert "team-a-hami-release" in deps(rec, "team-a-hami-webhook-probe")
     assert provider_name(d) == "team-a-cp-k8s"
     br = rec.named("team-a-default-shared-a100-bind-release")
@@ -222,3 +228,41 @@ def test_adopted_management_cluster_creates_no_k3s():
     assert "docker:index/container:Container" in types  # the workers still run in Docker
     assert not [r for r in rec.registrations if r.name.startswith("management-k3s")]
     assert rec.named("management-k8s").inputs["kubeconfig"] == {"secret": "apiVersion: v1\nkind: Config\n"}
+
+
+@pytest.mark.parametrize("team", ["team-a", "team-b"])
+def test_release_controller_runs_with_the_lab_on_its_own_least_privilege_token(rec, team):
+    image = rec.named("releaser-image").inputs
+    assert image["build"]["dockerfile"] == "components/ops/Dockerfile" and image["build"]["context"] == "."
+    assert image["build"]["args"] == {"BASE_IMAGE": "docker.io/library/python:3.11-slim"}
+    assert image["skipPush"] is True
+    c = rec.named(f"{team}-releaser-container")
+    assert c.inputs["name"] == f"gpu-lab-{team}-releaser"
+    assert c.inputs["image"].startswith("sha256:")  # the built image's id: a rebuild replaces the container
+    assert c.inputs["restart"] == "unless-stopped" and c.inputs["mustRun"] is True and c.inputs["wait"] is True
+    assert c.inputs["networksAdvanced"] == [{"name": "gpu-lab"}]
+    assert "command" not in c.inputs and "envs" not in c.inputs  # nothing secret in arguments or environment
+    (upload,) = c.inputs["uploads"]
+    assert upload["file"] == "/run/secrets/gpu-tenancy/kubeconfig" and upload["permissions"] == "0400"
+    kubeconfig = upload["content"]["secret"]
+    assert SA_TOKEN in kubeconfig and f"server: https://172.30.0.2:{31443 if team == 'team-a' else 31444}" in kubeconfig
+    assert "super" not in kubeconfig and "CERT" not in kubeconfig  # not the admin's credentials
+    role = rec.named(f"{team}-releaser-role").inputs
+    assert role["rules"] == [dict(r) for r in RBAC_RULES]
+    assert provider_name(rec.named(f"{team}-releaser-role")) == f"{team}-cp-k8s"
+    assert "releaser-image" in deps(rec, f"{team}-releaser-container")
+    assert f"{team}-releaser-token-value" in deps(rec, f"{team}-releaser-container")
+    assert rec.stack_outputs[team]["releaser"] == {
+        "container": f"gpu-lab-{team}-releaser",
+        "metrics": "http://172.30.0.9:9400/metrics",
+    }
+
+
+def test_registration_gate_waits_for_every_fake_card(rec):
+    gate = rec.named("team-b-hami-registration")
+    assert gate.type == "pulumi-python:dynamic/gpu-tenancy:HamiRegistration"
+    assert gate.inputs["expected"] == {
+        "gpu-lab-team-b-worker-0": [f"GPU-team-b-gpu-lab-team-b-worker-0-{i}" for i in range(4)]
+    }
+    assert "team-b-hami-release" in deps(rec, "team-b-hami-registration")
+    assert "secret" in gate.inputs["kubeconfig"]

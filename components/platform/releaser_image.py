@@ -1,0 +1,45 @@
+"""ReleaserImage: the release controller's container image, built on the lab host.
+
+Built from components/ops/Dockerfile with the project root as context (.dockerignore lets in
+only the ops, gpu and names modules), never pushed: the lab's containers run it from the local
+Docker engine, so nothing is downloaded when a container (re)starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_docker as docker
+
+from components.config import versions
+
+IMAGE_NAME = "gpu-tenancy/release-controller:local"
+DOCKERFILE = "components/ops/Dockerfile"
+
+
+@dataclass
+class ReleaserImageArgs:
+    base_image: str = versions.RELEASER_BASE_IMAGE
+
+
+class ReleaserImage(pulumi.ComponentResource):
+    """`ref` is the built image's id: a rebuild changes it, and the containers follow."""
+
+    ref: pulumi.Output[str]
+
+    def __init__(self, name: str, args: ReleaserImageArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-tenancy:index:ReleaserImage", name, None, opts)
+        self.image = docker.Image(
+            f"{name}-image",
+            image_name=IMAGE_NAME,
+            build=docker.DockerBuildArgs(
+                context=".",
+                dockerfile=DOCKERFILE,
+                args={"BASE_IMAGE": args.base_image},
+            ),
+            skip_push=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.ref = self.image.repo_digest
+        self.register_outputs({"ref": self.ref})

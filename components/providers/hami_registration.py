@@ -1,0 +1,67 @@
+"""HamiRegistration: `pulumi up` waits until HAMi's scheduler has registered every fake card.
+
+Workloads depend on it, so none is created while HAMi would still refuse it (see
+components.ops.hami_registration). A node left out fails the update, naming the node and the
+likely cause. Refresh looks once and does not wait.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+
+from components.ops.hami_registration import check, wait_registered
+from components.ops.kube import core_api
+
+
+def _wait(props: dict[str, Any]) -> dict[str, Any]:
+    counts = wait_registered(core_api(props["kubeconfig"]), props["expected"], float(props["timeout_seconds"]))
+    return {**props, "registered": counts}
+
+
+class HamiRegistrationProvider(ResourceProvider):
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        return CreateResult(id_="hami-registration", outs=_wait(props))
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        keys = ("expected", "hami_revision", "timeout_seconds", "kubeconfig")
+        return DiffResult(changes=any(olds.get(k) != news.get(k) for k in keys))
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(outs=_wait(news))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        absent, _why = check(core_api(props["kubeconfig"]), props["expected"])
+        counts = {n: len(d) - len(absent.get(n, [])) for n, d in props["expected"].items()}
+        return ReadResult(id_=id_, outs={**props, "registered": counts})
+
+
+class HamiRegistration(Resource, module="gpu-tenancy", name="HamiRegistration"):
+    """Waits for HAMi to list `expected` (card ids per node) in its metrics."""
+
+    registered: pulumi.Output[dict[str, int]]
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        kubeconfig: pulumi.Input[str],
+        expected: dict[str, list[str]],
+        hami_revision: pulumi.Input[Any],
+        timeout_seconds: int = 120,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__(
+            HamiRegistrationProvider(),
+            name,
+            {
+                "kubeconfig": pulumi.Output.secret(kubeconfig),
+                "expected": expected,
+                "hami_revision": hami_revision,
+                "timeout_seconds": timeout_seconds,
+                "registered": None,
+            },
+            opts,
+        )

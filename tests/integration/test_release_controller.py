@@ -1,0 +1,329 @@
+"""The release controller against a real kube-apiserver (and etcd): pods created with the plain
+API client, bound the way HAMi's Bind leaves them (hami_stand_in), are released without any
+manual step; the watch survives dropped connections, an API-server restart and 410 Gone."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+
+import pytest
+from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
+
+from components.gpu import hami_annotations as ha
+from components.ops import lock_release as lr
+from components.ops import release_controller as rc
+from components.ops.kube import cluster_ca, core_api, token_kubeconfig
+from tests.integration.cluster import add_node, free_port, start_cluster
+from tests.integration.conftest import ROOT, require
+from tests.integration.hami_stand_in import hami_bind, hami_event, new_pod, wait_for_pod, wait_released
+from tests.integration.tcp_proxy import TcpProxy
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def ns(cluster):
+    name = f"rc-{uuid.uuid4().hex[:6]}"
+    cluster.core().create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    return name
+
+
+@pytest.fixture
+def node(cluster):
+    name = f"rc-node-{uuid.uuid4().hex[:6]}"
+    add_node(cluster, name)
+    yield name
+    try:
+        cluster.core().delete_node(name)
+    except client.ApiException:
+        pass
+
+
+@contextmanager
+def running(core, namespace: str, **kwargs) -> Iterator[rc.ReleaseController]:
+    controller = rc.ReleaseController(core, namespace=namespace, backoff_max=1.0, **kwargs)
+    thread = threading.Thread(target=controller.run, daemon=True)
+    thread.start()
+    assert controller.synced.wait(30), "the controller never finished its first list"
+    try:
+        yield controller
+    finally:
+        controller.stop()
+        thread.join(30)
+        assert not thread.is_alive(), "the controller did not stop"
+
+
+def sample(controller: rc.ReleaseController, name: str, **labels) -> float:
+    return controller.metrics.registry.get_sample_value(name, labels or None) or 0.0
+
+
+def node_lock(core, node):
+    return (core.read_node(node).metadata.annotations or {}).get(ha.NODE_LOCK)
+
+
+def phase(core, ns, pod):
+    return (core.read_namespaced_pod(pod, ns).metadata.annotations or {}).get(ha.BIND_PHASE)
+
+
+def lock_for(ns, pod):
+    return ha.encode_node_lock(ha.NodeLock(datetime.now(UTC), ns, pod))
+
+
+def test_every_pod_bound_after_start_is_released_in_turn(cluster, ns, node):
+    core = cluster.core()
+    with running(core_api(cluster.kubeconfig_text), ns) as c:
+        for i in range(3):  # each bind needs the lock the previous pod held
+            new_pod(core, ns, f"p{i}")
+            hami_bind(core, ns, f"p{i}", node)
+            wait_released(core, ns, f"p{i}", node)
+        assert sample(c, "gpu_tenancy_releases_total", outcome="released") == 3
+        assert sample(c, "gpu_tenancy_release_delay_seconds_count") == 3
+        assert sample(c, "gpu_tenancy_relists_total") == 1
+        assert c.healthy()
+
+
+def test_pods_already_allocating_at_start_are_released(cluster, ns, node):
+    core = cluster.core()
+    new_pod(core, ns, "early")
+    hami_bind(core, ns, "early", node)
+    other = f"rc-node-{uuid.uuid4().hex[:6]}"
+    add_node(cluster, other)
+    # a release cut between its two writes: bind-phase success, lock still naming the pod
+    new_pod(core, ns, "half")
+    hami_bind(core, ns, "half", other)
+    core.patch_namespaced_pod("half", ns, {"metadata": {"annotations": {ha.BIND_PHASE: ha.PHASE_SUCCESS}}})
+    with running(core_api(cluster.kubeconfig_text), ns):
+        wait_released(core, ns, "early", node)
+        wait_released(core, ns, "half", other)
+    core.delete_node(other)
+
+
+def test_watch_dropped_and_resumed_from_its_resource_version(cluster, ns, node):
+    core = cluster.core()
+    proxy = TcpProxy(cluster.port)
+    try:
+        with running(core_api(proxy.kubeconfig(cluster.kubeconfig_text, cluster.port)), ns) as c:
+            watches = sample(c, "gpu_tenancy_watch_sessions_total")
+            proxy.cut(refuse=True)
+            new_pod(core, ns, "during-cut")
+            hami_bind(core, ns, "during-cut", node)
+            time.sleep(2)
+            assert node_lock(core, node) is not None, "released while the controller could not reach the API"
+            proxy.restore()
+            wait_released(core, ns, "during-cut", node)
+            assert sample(c, "gpu_tenancy_relists_total") == 1, "re-listed instead of resuming"
+            assert sample(c, "gpu_tenancy_watch_sessions_total") > watches
+            assert sample(c, "gpu_tenancy_release_failures_total", kind="api") >= 1
+    finally:
+        proxy.close()
+
+
+def test_api_server_restart(cluster, ns, node):
+    core = cluster.core()
+    with running(core_api(cluster.kubeconfig_text), ns) as c:
+        cluster.restart_apiserver(down_seconds=2)
+        core = cluster.core()
+        new_pod(core, ns, "after-restart")
+        hami_bind(core, ns, "after-restart", node)
+        wait_released(core, ns, "after-restart", node, timeout=60)
+        assert sample(c, "gpu_tenancy_release_failures_total", kind="api") >= 1
+        assert c.healthy()
+
+
+def test_410_gone_lists_again(tools):
+    require(tools, "kube-apiserver", "etcd", "openssl")
+    # Without the watch cache a watch reads etcd directly, so a compacted revision is 410 Gone.
+    own = start_cluster(tools, api_args=["--watch-cache=false"])
+    proxy = TcpProxy(own.port)
+    try:
+        core = own.core()
+        add_node(own, "gone-node")
+        with running(core_api(proxy.kubeconfig(own.kubeconfig_text, own.port)), "default") as c:
+            proxy.cut(refuse=True)
+            new_pod(core, "default", "after-compaction")
+            hami_bind(core, "default", "after-compaction", "gone-node")
+            for i in range(5):
+                core.create_namespaced_config_map("default", {"metadata": {"name": f"churn-{i}"}})
+            own.etcd_compact()
+            proxy.restore()
+            wait_released(core, "default", "after-compaction", "gone-node", timeout=60)
+            assert sample(c, "gpu_tenancy_relists_total") >= 2, "resumed from a compacted resourceVersion"
+    finally:
+        proxy.close()
+        own.stop()
+
+
+def test_foreign_malformed_and_real_gpu_locks_are_left_alone(cluster, ns, node, caplog):
+    core = cluster.core()
+    real_gpu = f"rc-real-{uuid.uuid4().hex[:6]}"
+    add_node(cluster, real_gpu, mock_gpu=False)
+    bad = f"rc-bad-{uuid.uuid4().hex[:6]}"
+    add_node(cluster, bad)
+    try:
+        with caplog.at_level(logging.WARNING, logger="gpu-tenancy.lock-release"):
+            with running(core_api(cluster.kubeconfig_text), ns) as c:
+                # foreign: the lock names another pod (HAMi re-took it for someone else)
+                new_pod(core, ns, "mine")
+                foreign = lock_for("other-ns", "other-pod")
+                core.patch_node(node, {"metadata": {"annotations": {ha.NODE_LOCK: foreign}}})
+                core.patch_namespaced_pod("mine", ns, {"metadata": {"annotations": {ha.BIND_PHASE: "allocating"}}})
+                core.create_namespaced_pod_binding(
+                    "mine",
+                    ns,
+                    client.V1Binding(metadata={"name": "mine"}, target={"kind": "Node", "name": node}),
+                    _preload_content=False,
+                )
+                # malformed lock
+                new_pod(core, ns, "odd")
+                core.patch_node(bad, {"metadata": {"annotations": {ha.NODE_LOCK: "not-a-lock"}}})
+                core.patch_namespaced_pod("odd", ns, {"metadata": {"annotations": {ha.BIND_PHASE: "allocating"}}})
+                core.create_namespaced_pod_binding(
+                    "odd",
+                    ns,
+                    client.V1Binding(metadata={"name": "odd"}, target={"kind": "Node", "name": bad}),
+                    _preload_content=False,
+                )
+                # a real GPU node: its device plugin finishes the allocation, not us
+                new_pod(core, ns, "real")
+                hami_bind(core, ns, "real", real_gpu)
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline and sample(c, "gpu_tenancy_releases_total", outcome="succeeded") < 2:
+                    time.sleep(0.1)
+                time.sleep(0.5)
+                assert sample(c, "gpu_tenancy_releases_total", outcome="not-mock") >= 1
+        assert node_lock(core, node) == foreign and phase(core, ns, "mine") == ha.PHASE_SUCCESS
+        assert node_lock(core, bad) == "not-a-lock" and phase(core, ns, "odd") == ha.PHASE_SUCCESS
+        assert "leaving malformed" in caplog.text
+        assert phase(core, ns, "real") == ha.PHASE_ALLOCATING
+        assert ha.lock_held_by(node_lock(core, real_gpu), ns, "real")
+    finally:
+        core.delete_node(real_gpu)
+        core.delete_node(bad)
+
+
+def test_pod_on_a_vanished_node_is_reported_not_retried(cluster, ns):
+    core = cluster.core()
+    gone = f"rc-gone-{uuid.uuid4().hex[:6]}"
+    add_node(cluster, gone)
+    new_pod(core, ns, "orphan")
+    hami_bind(core, ns, "orphan", gone)
+    core.delete_node(gone)
+    with running(core_api(cluster.kubeconfig_text), ns) as c:
+        assert sample(c, "gpu_tenancy_releases_total", outcome=lr.NODE_GONE) == 1
+        core.delete_namespaced_pod("orphan", ns, grace_period_seconds=0)
+        time.sleep(0.5)
+        assert c.healthy()
+
+
+def test_pending_pod_is_logged_in_hamis_words(cluster, ns, caplog):
+    core = cluster.core()
+    with caplog.at_level(logging.WARNING, logger="gpu-tenancy.release-controller"):
+        with running(core_api(cluster.kubeconfig_text), ns):
+            new_pod(core, ns, "too-big", scheduler="hami-scheduler")
+            hami_event(core, ns, "too-big", "FilteringFailed", "1 nodes CardInsufficientCore(team-a-worker-0)")
+            hami_event(core, ns, "too-big", "FilteringFailed", "no available node, 1 nodes do not meet")
+            core.patch_namespaced_pod_status(
+                "too-big",
+                ns,
+                {
+                    "status": {
+                        "conditions": [
+                            {
+                                "type": "PodScheduled",
+                                "status": "False",
+                                "reason": "Unschedulable",
+                                "message": "0/1 nodes are available: 1 NodeUnfitPod.",
+                            }
+                        ]
+                    }
+                },
+            )
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and "CardInsufficientCore" not in caplog.text:
+                time.sleep(0.1)
+    assert f"{ns}/too-big is Pending: HAMi: CardInsufficientCore on team-a-worker-0" in caplog.text
+    assert "not enough GPU cores" in caplog.text
+
+
+def _metrics(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return {
+        s.name + "".join(f"|{k}={v}" for k, v in sorted(s.labels.items())): s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+    }
+
+
+def _status(port: int, path: str) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_command_with_least_privilege_releases_a_pod_made_with_the_plain_client(cluster, ns, node, tmp_path):
+    """`python -m components.ops.release_controller` as the lab's container runs it: its own
+    ServiceAccount limited to RBAC_RULES, /metrics and /healthz on its port."""
+    core = cluster.core()
+    rbac = client.RbacAuthorizationV1Api(cluster.api_client())
+    sa = f"releaser-{ns}"
+    core.create_namespaced_service_account(ns, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=sa)))
+    rbac.create_cluster_role({"metadata": {"name": sa}, "rules": [dict(r) for r in rc.RBAC_RULES]})
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": sa},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": sa},
+            "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}],
+        }
+    )
+    token = core.create_namespaced_service_account_token(sa, ns, {"spec": {"expirationSeconds": 3600}}).status.token
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        token_kubeconfig(f"https://127.0.0.1:{cluster.port}", cluster_ca(cluster.kubeconfig_text), token)
+    )
+    port = free_port()
+    log = open(tmp_path / "controller.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "components.ops.release_controller", "--kubeconfig", str(kubeconfig), "--listen",
+         f"127.0.0.1:{port}"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (proc.poll() is not None or _status(port, "/readyz") != 200):
+            assert proc.poll() is None, (tmp_path / "controller.log").read_text()
+            time.sleep(0.2)
+        new_pod(core, ns, "kubectl-made")
+        wait_for_pod(core, ns, "kubectl-made")
+        hami_bind(core, ns, "kubectl-made", node)
+        wait_released(core, ns, "kubectl-made", node)
+        metrics = _metrics(port)
+        assert metrics["gpu_tenancy_releases_total|outcome=released"] >= 1
+        assert metrics["gpu_tenancy_release_delay_seconds_count"] >= 1
+        assert _status(port, "/healthz") == 200
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+        text = (tmp_path / "controller.log").read_text()
+        assert f"{ns}/kubectl-made on {node}: released" in text, text
+        assert "s after HAMi's bind time" in text
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
