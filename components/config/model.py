@@ -1,50 +1,78 @@
-"""Typed stack config, validated in full before any resource is created.
+"""The stack config as one typed model (pydantic v2, camelCase keys as aliases), validated in
+full before any resource is created.
 
-`load_stack_config` turns the raw config objects into frozen dataclasses or raises one
-ConfigError that lists every bad value by its full key (`gpu-tenancy:tenants[1].quota.gpumemMb`)
-with what is allowed, so a platform engineer fixes the file once instead of once per run.
+`load_stack_config` reads each section on its own, so every problem is found in one pass, then
+checks what spans fields (ports, networks, names, quota and fit through the rulebook). Every
+problem names its full key (`gpu-tenancy:tenants[1].quota.gpumemMb`), what is allowed and how to
+fix it; they come back together in one ConfigError. The policy pack builds its tenants with
+`load_tenants`, from the same model, with the same defaults.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+)
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 from components.config import versions
+from components.config.names import RESERVED_NAMESPACES, worker_name
 from components.gpu.catalog import GPU_MODELS, MOCK_PLUGIN_MAX_MB_PER_NODE, GpuModel
 from components.gpu.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM
 from components.gpu.rules import (
+    INT32_MAX,
+    Demand,
+    Fleet,
     GpuRequest,
+    PodRequest,
     Quota,
     RequestError,
-    first_unplaceable,
-    parse_request,
-    quota_violations,
-    single_card_violations,
-    total_usage,
+    judge,
+    pod_request,
+    pod_violations,
 )
 
 NODE_PORT_RANGE = range(30000, 32768)
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-WORKLOAD_KINDS = ("Pod", "Deployment")
 _DURATION = re.compile(r"^([0-9]+(ms|s|m|h))+$")
+_STACK_REF = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+_UNITS = re.compile(r"\s*[0-9.]+\s*[KMGTkmgt]i?[Bb]?\s*")
+WORKLOAD_KINDS = ("Pod", "Deployment")
+MAX_CLUSTER_NAME = 20
 MAX_TENANT_NAME = 30
+MAX_WORKLOAD_NAME = 50
 MAX_WORKERS = 10
 MAX_CARDS_PER_NODE = 8
+MAX_REPLICAS = 100
+MAX_QUOTA = 10**9
+HOSTNAME_MAX = 63
+# kube-controller-manager gives each node a /24 of the pod CIDR (its IPv4 default).
+NODE_POD_PREFIX = 24
 
 MODE_DOCKER = "docker"
 MODE_KUBECONFIG = "kubeconfig"
-
 # What a stack builds: the whole lab; the shared platform (cluster + Kamaji) only; or one team's
 # tenants on a platform stack it reaches through a StackReference.
 ROLE_LAB = "lab"
 ROLE_PLATFORM = "platform"
 ROLE_TEAM = "team"
 ROLES = (ROLE_LAB, ROLE_PLATFORM, ROLE_TEAM)
-_STACK_REF = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+_ERROR = "gpu_tenancy"
 
 
 class ConfigError(ValueError):
@@ -56,51 +84,251 @@ class ConfigError(ValueError):
         super().__init__(f"invalid stack config ({len(problems)} problem(s)):\n{lines}")
 
 
-@dataclass(frozen=True)
-class ClusterConfig:
+def _fail(message: str) -> PydanticCustomError:
+    # The text travels in the context, so braces in a user's value are never formatted.
+    return PydanticCustomError(_ERROR, "{msg}", {"msg": message})
+
+
+# -- field types: each checks its own value and says what is allowed ------------------------
+def _integer(lo: int, hi: int, unit: str = "", mb: bool = False) -> Any:
+    def check(value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            hint = ""
+            if mb and isinstance(value, str) and _UNITS.fullmatch(value):
+                hint = " (units are not accepted: give plain MB, e.g. 10240 for 10Gi)"
+            what = "a plain integer in MB" if mb else "an integer"
+            raise _fail(f"must be {what} {lo}-{hi}{unit}, got {value!r}{hint}")
+        if not lo <= value <= hi:
+            raise _fail(f"must be {lo}-{hi}{unit}, got {value}")
+        return value
+
+    return Annotated[int, BeforeValidator(check), Field(ge=lo, le=hi)]
+
+
+def _string(pattern: re.Pattern[str] | None, what: str, max_len: int = 253) -> Any:
+    def check(value: object) -> str:
+        if not isinstance(value, str) or not value:
+            raise _fail(f"must be a non-empty string ({what}), got {value!r}")
+        if len(value) > max_len or (pattern is not None and not pattern.match(value)):
+            raise _fail(f"must be {what}, got {value!r}")
+        return value
+
+    return Annotated[str, BeforeValidator(check), Field(min_length=1, max_length=max_len)]
+
+
+def _choice(allowed: Sequence[str], message: Callable[[object], str] | None = None) -> Any:
+    def check(value: object) -> str:
+        if not isinstance(value, str) or value not in allowed:
+            raise _fail(message(value) if message else f"must be one of {', '.join(allowed)}, got {value!r}")
+        return value
+
+    return Annotated[str, BeforeValidator(check), WithJsonSchema({"type": "string", "enum": list(allowed)})]
+
+
+def _network(value: object) -> str:
+    if not isinstance(value, str) or "/" not in value:
+        raise _fail(f"must be an IPv4 network with its prefix length, like 10.244.0.0/16, got {value!r}")
+    try:
+        ipaddress.IPv4Network(value)
+    except ValueError as exc:
+        raise _fail(f"must be an IPv4 network like 10.244.0.0/16, got {value!r} ({exc})") from None
+    return value
+
+
+def _address(value: object) -> str:
+    try:
+        ipaddress.IPv4Address(value if isinstance(value, str) else "")
+    except ValueError:
+        raise _fail(f"must be an IPv4 address, got {value!r}") from None
+    return value  # type: ignore[return-value]
+
+
+def _gpu_model(value: object) -> GpuModel:
+    if isinstance(value, GpuModel):
+        return value
+    if not isinstance(value, str) or value not in GPU_MODELS:
+        raise _fail(f"unknown GPU model {value!r}; allowed: {', '.join(sorted(GPU_MODELS))}")
+    return GPU_MODELS[value]
+
+
+def _boolean(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise _fail(f"must be true or false, got {value!r}")
+    return value
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple) or not all(isinstance(c, str) for c in value):
+        raise _fail(f"must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _list_of(what: str) -> Callable[[object], object]:
+    def check(value: object) -> object:
+        if value is None:
+            return []
+        if not isinstance(value, list | tuple):
+            raise _fail(f"must be a list of {what}, got {value!r}")
+        return value
+
+    return check
+
+
+def _object(keys: Callable[[], list[str]]) -> Callable[[object], object]:
+    """A nested section must be a mapping; None stands for an empty one."""
+
+    def check(value: object) -> object:
+        if value is None:
+            return {}
+        if isinstance(value, BaseModel):
+            return value
+        if not isinstance(value, Mapping):
+            raise _fail(f"must be an object with keys {', '.join(keys())}, got {value!r}")
+        return value
+
+    return check
+
+
+DnsLabel = _string(_DNS_1123, "a DNS label (a-z, 0-9, '-')", 63)
+Network = Annotated[str, BeforeValidator(_network), Field(pattern=r"^[0-9.]+/[0-9]+$")]
+Address = Annotated[str, BeforeValidator(_address)]
+Port = _integer(NODE_PORT_RANGE.start, NODE_PORT_RANGE.stop - 1, " (the management cluster's NodePort range)")
+Model = Annotated[
+    GpuModel,
+    BeforeValidator(_gpu_model),
+    PlainSerializer(lambda m: m.key, return_type=str),
+    WithJsonSchema({"type": "string", "enum": sorted(GPU_MODELS)}),
+]
+Bool = Annotated[bool, BeforeValidator(_boolean)]
+Strings = Annotated[tuple[str, ...], BeforeValidator(_strings)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        extra="forbid",
+        frozen=True,
+        arbitrary_types_allowed=True,
+        validate_default=True,
+        # Python code may build a model by field name; stack config is read by its keys only.
+        validate_by_name=True,
+        validate_by_alias=True,
+    )
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        return [f.alias or n for n, f in cls.model_fields.items()]
+
+
+def _section(cls: type[_Model]) -> Any:
+    return Annotated[cls, BeforeValidator(_object(cls.keys))]
+
+
+# -- the sections -----------------------------------------------------------------------------
+class ClusterConfig(_Model):
     """The management cluster: a k3s container on a Docker network, or an adopted kubeconfig."""
 
-    mode: str
-    name: str
-    subnet: str
-    management_ip: str
+    mode: _choice(
+        (MODE_DOCKER, MODE_KUBECONFIG), lambda v: f"must be '{MODE_DOCKER}' or '{MODE_KUBECONFIG}', got {v!r}"
+    ) = Field(
+        MODE_DOCKER,
+        description="`docker` (a k3s container), or `kubeconfig` to adopt the cluster in the secret `kubeconfig`",
+    )
+    name: _string(_DNS_1035, f"a DNS-1035 label of at most {MAX_CLUSTER_NAME} characters", MAX_CLUSTER_NAME) = Field(
+        "gpu-lab", description="prefix of every Docker name (network, containers, volumes)"
+    )
+    subnet: Network = Field("172.30.0.0/24", description="the Docker network's IPv4 subnet")
+    management_ip: Address = Field(
+        "172.30.0.2", alias="managementIp", description="NodePort address of the management cluster, inside subnet"
+    )
 
 
-@dataclass(frozen=True)
-class GpuFleet:
-    model: GpuModel
-    cards_per_node: int
+class HamiConfig(_Model):
+    node_lock_timeout: _string(_DURATION, "a Go duration like 30s or 5m", 32) = Field(
+        "5m", description="passed as the scheduler's --node-lock-timeout, the only setting that takes effect"
+    )
 
 
-@dataclass(frozen=True)
-class WorkloadConfig:
-    """A GPU workload a tenant's stack declares (created in the tenant, released by BindRelease)."""
-
-    name: str
-    kind: str
-    image: str
-    replicas: int
-    request: GpuRequest
-    limits: tuple[tuple[str, int], ...]
-    namespace: str = "default"
-    command: tuple[str, ...] = ()
-    card_type: str | None = None
-    wait_seconds: int = 120
-    fail_on_pending: bool = True
+class GpuFleet(_Model):
+    model: Model = Field(description="the card model: " + ", ".join(sorted(GPU_MODELS)))
+    cards_per_node: _integer(1, MAX_CARDS_PER_NODE) = Field(1, description="fake cards per worker node")
 
 
-@dataclass(frozen=True)
-class TenantConfig:
-    name: str
-    kubernetes_version: str
-    workers: int
-    gpu: GpuFleet
-    quota: Quota
-    api_port: int
-    konnectivity_port: int
-    pod_cidr: str
-    service_cidr: str
-    workloads: tuple[WorkloadConfig, ...] = ()
+class QuotaConfig(_Model):
+    gpus: _integer(1, MAX_QUOTA, " vGPUs") = Field(description="vGPUs the tenant's pods may hold together")
+    gpumem_mb: _integer(1, MAX_QUOTA, " MB", mb=True) = Field(alias="gpumemMb", description="GPU memory, MB")
+    gpucores: _integer(1, MAX_QUOTA, " %") = Field(alias="gpucoresPercent", description="GPU cores, % of one card")
+
+    @property
+    def quota(self) -> Quota:
+        return Quota(gpus=self.gpus, gpumem_mb=self.gpumem_mb, gpucores=self.gpucores)
+
+
+_RESOURCE_KEYS = {RES_GPU: "gpus", RES_GPUMEM: "gpumemMb", RES_GPUCORES: "gpucoresPercent"}
+
+
+class WorkloadConfig(_Model):
+    """A GPU workload a tenant's stack declares (created in the tenant, awaited by BindRelease)."""
+
+    name: _string(_DNS_1123, f"a DNS label of at most {MAX_WORKLOAD_NAME} characters", MAX_WORKLOAD_NAME) = Field(
+        description="the Pod's or Deployment's name"
+    )
+    kind: _choice(WORKLOAD_KINDS) = Field("Pod", description="Pod or Deployment")
+    image: _string(None, "a container image") = Field(description="container image")
+    command: Strings = Field((), description="container command")
+    replicas: _integer(1, MAX_REPLICAS) = Field(1, description="Deployment replicas (a Pod has one)")
+    namespace: DnsLabel = Field("default", description="tenant namespace (not a reserved one)")
+    gpus: _integer(0, 64) | None = Field(None, description="nvidia.com/gpu: vGPUs per pod")
+    gpumem_mb: _integer(0, INT32_MAX, " MB", mb=True) | None = Field(
+        None, alias="gpumemMb", description="nvidia.com/gpumem: MB per vGPU, a plain integer"
+    )
+    gpucores_percent: _integer(0, 100, " %") | None = Field(
+        None, description="nvidia.com/gpucores: % of one card per vGPU"
+    )
+    card_type: _string(None, "a card type substring") | None = Field(
+        None, description="nvidia.com/use-gputype: a substring of the tenant's card type"
+    )
+    wait_seconds: _integer(5, 3600, " s") = Field(120, description="how long `up` waits for HAMi to bind each pod")
+    fail_on_pending: Bool = Field(
+        True,
+        description="true: `up` fails if a pod is not bound in time, and the workload must fit the fleet; "
+        "false: it may stay Pending (still counted against the quota)",
+    )
+
+    @property
+    def limits(self) -> tuple[tuple[str, int], ...]:
+        values = {RES_GPU: self.gpus, RES_GPUMEM: self.gpumem_mb, RES_GPUCORES: self.gpucores_percent}
+        return tuple((res, v) for res, v in values.items() if v is not None)
+
+    def pod(self, card: GpuModel) -> PodRequest:
+        return pod_request([(self.name, dict(self.limits))], card)
+
+    def request(self, card: GpuModel) -> GpuRequest:
+        return self.pod(card).containers[0][1]
+
+    def demand(self, card: GpuModel) -> Demand:
+        return Demand(f"{self.kind} {self.name}", self.pod(card), self.replicas, self.fail_on_pending)
+
+
+class TenantConfig(_Model):
+    name: _string(
+        _DNS_1035, f"a DNS-1035 label (a-z first, then a-z0-9-, at most {MAX_TENANT_NAME})", MAX_TENANT_NAME
+    ) = Field(description="the tenant's name; every name the lab derives for it starts with it")
+    kubernetes_version: _choice(
+        tuple(versions.KIND_NODE_IMAGES),
+        lambda v: f"no worker image is pinned for {v!r}; pinned: {', '.join(versions.KIND_NODE_IMAGES)}",
+    ) = Field(versions.DEFAULT_TENANT_VERSION, description="one with a pinned worker image")
+    workers: _integer(1, MAX_WORKERS) = Field(1, description="worker nodes (kindest/node containers)")
+    gpu: _section(GpuFleet) = Field(description="`model` and `cardsPerNode`")
+    quota: _section(QuotaConfig) = Field(description="`gpus`, `gpumemMb`, `gpucoresPercent`")
+    # None: 31443 + the tenant's index (31132 + index for Konnectivity); filled by load_stack_config.
+    api_port: Port | None = Field(None, description="NodePort of the tenant API server (30000-32767, unique)")
+    konnectivity_port: Port | None = Field(None, description="NodePort of its Konnectivity server (unique)")
+    pod_cidr: Network = Field("10.244.0.0/16", description="tenant pod network, a /24 per node")
+    service_cidr: Network = Field("10.96.0.0/16", description="tenant service network")
+    workloads: Annotated[tuple[WorkloadConfig, ...], BeforeValidator(_list_of("workloads"))] = Field(
+        (), description="GPU workloads the stack creates in the tenant"
+    )
 
     @property
     def worker_image(self) -> str:
@@ -110,442 +338,328 @@ class TenantConfig:
     def dns_service_ip(self) -> str:
         return str(ipaddress.IPv4Network(self.service_cidr)[10])
 
+    @property
+    def fleet(self) -> Fleet:
+        return Fleet(self.gpu.model, self.workers, self.gpu.cards_per_node)
 
-@dataclass(frozen=True)
-class HamiConfig:
-    # Passed as the scheduler's --node-lock-timeout flag, the only setting that takes effect.
-    node_lock_timeout: str = "5m"
+    def demands(self) -> list[Demand]:
+        return [w.demand(self.gpu.model) for w in self.workloads]
 
 
-@dataclass(frozen=True)
-class TeamSlot:
+class TeamSlot(_Model):
     """A team's reserved ports on the shared platform (the platform stack's `teams` registry)."""
 
-    name: str
-    api_port: int
-    konnectivity_port: int
+    name: _string(_DNS_1035, f"a DNS-1035 label of at most {MAX_TENANT_NAME}", MAX_TENANT_NAME)
+    api_port: Port
+    konnectivity_port: Port
 
 
 @dataclass(frozen=True)
 class StackConfig:
+    """The validated whole, as load_stack_config assembles it."""
+
     project: str
     cluster: ClusterConfig
     tenants: tuple[TenantConfig, ...]
-    hami: HamiConfig = field(default_factory=HamiConfig)
+    hami: HamiConfig
     role: str = ROLE_LAB
     platform_stack: str | None = None
     teams: tuple[TeamSlot, ...] = ()
+    # Not errors: said at `up` (e.g. a quota above what the fleet can hold).
+    warnings: tuple[str, ...] = ()
 
 
-class _Reader:
-    """Collects problems while reading nested config with full key paths."""
+# -- reading -----------------------------------------------------------------------------------
+def _key(project: str, loc: Sequence[str | int]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return f"{project}:{out}"
 
+
+def _model_at(root: type[BaseModel], loc: Sequence[str | int]) -> type[BaseModel] | None:
+    """The model a location points into (for 'allowed keys' messages)."""
+    model: type[BaseModel] | None = root
+    for part in loc:
+        if model is None:
+            return None
+        if isinstance(part, int):
+            continue
+        field = next((f for n, f in model.model_fields.items() if (f.alias or n) == part), None)
+        if field is None:
+            return None
+        model = _inner_model(field.annotation)
+    return model
+
+
+def _inner_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or getattr(annotation, "__metadata__", ()):
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    origin = getattr(annotation, "__origin__", None)
+    return _inner_model(origin) if origin not in (None, annotation) else None
+
+
+def _problems(exc: ValidationError, cls: type[BaseModel], prefix: Sequence[str | int], project: str) -> list:
+    out = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        if err["type"] == _ERROR:
+            msg = err["ctx"]["msg"]
+        elif err["type"] == "extra_forbidden":
+            parent = _model_at(cls, loc[:-1])
+            msg = f"unknown key; allowed: {', '.join(parent.keys())}" if parent else "unknown key"  # type: ignore[attr-defined]
+        elif err["type"] == "missing":
+            parent = _model_at(cls, loc[:-1])
+            field = next(
+                (f for n, f in (parent.model_fields if parent else {}).items() if (f.alias or n) == loc[-1]), None
+            )
+            msg = f"is required: {field.description}" if field and field.description else "is required"
+        else:
+            msg = f"{err['msg']}, got {err.get('input')!r}"
+        out.append((_key(project, (*prefix, *loc)), msg))
+    return out
+
+
+def _read(cls: type[_Model], value: object, prefix: Sequence[str | int], project: str, problems: list) -> Any:
+    """Validate one section; its problems are added, and None returned, when it is invalid."""
+    if value is None:
+        value = {}
+    if not isinstance(value, Mapping):
+        problems.append((_key(project, prefix), f"must be an object with keys {', '.join(cls.keys())}, got {value!r}"))
+        return None
+    try:
+        return cls.model_validate(dict(value), by_alias=True, by_name=False)
+    except ValidationError as exc:
+        problems.extend(_problems(exc, cls, prefix, project))
+        return None
+
+
+class _Collector:
     def __init__(self, project: str):
         self.project = project
         self.problems: list[tuple[str, str]] = []
-
-    def key(self, path: str) -> str:
-        return f"{self.project}:{path}"
+        self.warnings: list[str] = []
 
     def fail(self, path: str, msg: str) -> None:
-        self.problems.append((self.key(path), msg))
-
-    def obj(self, value: object, path: str, allowed: Sequence[str]) -> Mapping[str, object]:
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            self.fail(path, f"must be an object with keys {', '.join(allowed)}")
-            return {}
-        for k in value:
-            if k not in allowed:
-                self.fail(f"{path}.{k}", f"unknown key; allowed: {', '.join(allowed)}")
-        return value
-
-    def integer(
-        self, m: Mapping[str, object], k: str, path: str, lo: int, hi: int, unit: str = "", default: int | None = None
-    ) -> int:
-        value = m.get(k, default)
-        where = f"{path}.{k}"
-        if value is None:
-            self.fail(where, f"is required: an integer {lo}-{hi}{unit}")
-            return lo
-        if isinstance(value, bool) or not isinstance(value, int):
-            hint = ""
-            if isinstance(value, str) and re.fullmatch(r"\s*[0-9.]+\s*[KMGT]i?[Bb]?\s*", value):
-                hint = " (units are not accepted: give plain MB, e.g. 10240 for 10Gi)"
-            self.fail(where, f"must be an integer {lo}-{hi}{unit}, got {value!r}{hint}")
-            return lo
-        if not lo <= value <= hi:
-            self.fail(where, f"must be {lo}-{hi}{unit}, got {value}")
-        return value
-
-    def string(self, m: Mapping[str, object], k: str, path: str, default: str | None = None) -> str:
-        value = m.get(k, default)
-        if not isinstance(value, str) or not value:
-            self.fail(f"{path}.{k}", f"is required: a non-empty string, got {value!r}")
-            return ""
-        return value
+        self.problems.append((f"{self.project}:{path}", msg))
 
 
-def _cidr(r: _Reader, value: str, path: str) -> ipaddress.IPv4Network | None:
-    try:
-        return ipaddress.IPv4Network(value)
-    except ValueError:
-        r.fail(path, f"must be an IPv4 network like 10.244.0.0/16, got {value!r}")
-        return None
-
-
-def _cluster(r: _Reader, raw: object) -> ClusterConfig:
-    m = r.obj(raw, "cluster", ("mode", "name", "subnet", "managementIp"))
-    mode = r.string(m, "mode", "cluster", MODE_DOCKER)
-    if mode not in (MODE_DOCKER, MODE_KUBECONFIG):
-        r.fail("cluster.mode", f"must be '{MODE_DOCKER}' or '{MODE_KUBECONFIG}', got {mode!r}")
-    name = r.string(m, "name", "cluster", "gpu-lab")
-    if name and not _DNS_1035.match(name):
-        r.fail("cluster.name", f"must be a DNS label (lower case, digits, '-'), got {name!r}")
-    subnet = r.string(m, "subnet", "cluster", "172.30.0.0/24")
-    ip = r.string(m, "managementIp", "cluster", "172.30.0.2")
-    net = _cidr(r, subnet, "cluster.subnet")
-    try:
-        addr = ipaddress.IPv4Address(ip)
-        if net is not None and (addr not in net or addr in (net.network_address, net.broadcast_address)):
-            r.fail("cluster.managementIp", f"must be a host address inside {subnet}, got {ip}")
-        elif net is not None and addr == net.network_address + 1:
-            r.fail("cluster.managementIp", f"{ip} is the Docker network gateway; use another host address")
-    except ValueError:
-        r.fail("cluster.managementIp", f"must be an IPv4 address, got {ip!r}")
-    return ClusterConfig(mode=mode, name=name, subnet=subnet, management_ip=ip)
-
-
-_TENANT_KEYS = (
-    "name",
-    "kubernetesVersion",
-    "workers",
-    "gpu",
-    "quota",
-    "apiPort",
-    "konnectivityPort",
-    "podCidr",
-    "serviceCidr",
-    "workloads",
-)
-_WORKLOAD_KEYS = (
-    "name",
-    "kind",
-    "image",
-    "command",
-    "replicas",
-    "namespace",
-    "gpus",
-    "gpumemMb",
-    "gpucoresPercent",
-    "cardType",
-    "waitSeconds",
-    "failOnPending",
-)
-_RESOURCE_KEYS = {RES_GPU: "gpus", RES_GPUMEM: "gpumemMb", RES_GPUCORES: "gpucoresPercent"}
-
-
-def _workload(r: _Reader, raw: object, path: str, model: GpuModel, cards: int) -> WorkloadConfig | None:
-    m = r.obj(raw, path, _WORKLOAD_KEYS)
-    if not m:
-        r.fail(path, "is empty; a workload needs at least a name and an image")
-        return None
-    name = r.string(m, "name", path)
-    if name and (not _DNS_1123.match(name) or len(name) > 50):
-        r.fail(f"{path}.name", f"must be a DNS label of at most 50 characters, got {name!r}")
-    kind = r.string(m, "kind", path, "Pod")
-    if kind not in WORKLOAD_KINDS:
-        r.fail(f"{path}.kind", f"must be one of {', '.join(WORKLOAD_KINDS)}, got {kind!r}")
-    image = r.string(m, "image", path)
-    namespace = r.string(m, "namespace", path, "default")
-    if namespace and not _DNS_1123.match(namespace):
-        r.fail(f"{path}.namespace", f"must be a DNS label, got {namespace!r}")
-    replicas = r.integer(m, "replicas", path, 1, 100, default=1)
-    if kind == "Pod" and replicas != 1:
-        r.fail(f"{path}.replicas", "a Pod has exactly one replica; use kind Deployment for more")
-    command = m.get("command", [])
-    if not isinstance(command, list) or not all(isinstance(c, str) for c in command):
-        r.fail(f"{path}.command", f"must be a list of strings, got {command!r}")
-        command = []
-    card_type = m.get("cardType")
-    if card_type is not None and (not isinstance(card_type, str) or card_type.lower() not in model.hami_type.lower()):
-        r.fail(f"{path}.cardType", f"{card_type!r} matches no card of this tenant (its cards are {model.hami_type!r})")
-    wait = r.integer(m, "waitSeconds", path, 5, 3600, " s", default=120)
-    fail_on_pending = m.get("failOnPending", True)
-    if not isinstance(fail_on_pending, bool):
-        r.fail(f"{path}.failOnPending", f"must be true or false, got {fail_on_pending!r}")
-        fail_on_pending = True
-    limits = {res: m[key] for res, key in _RESOURCE_KEYS.items() if key in m}
-    if not limits:
-        r.fail(path, "asks for no GPU: give gpus, gpumemMb and/or gpucoresPercent")
-        return None
-    try:
-        request = parse_request(limits, model)
-    except RequestError as exc:
-        r.fail(f"{path}.{_RESOURCE_KEYS[str(exc).split()[0]]}", str(exc))
-        return None
-    if request is None:
-        r.fail(f"{path}.gpus", "0 GPUs: leave the workload out instead")
-        return None
-    for problem in single_card_violations(request, model, cards):
-        r.fail(path, problem)
-    return WorkloadConfig(
-        name=name,
-        kind=kind,
-        image=image,
-        replicas=replicas,
-        request=request,
-        limits=tuple((res, int(v)) for res, v in limits.items()),
-        namespace=namespace,
-        command=tuple(command),
-        card_type=card_type,
-        wait_seconds=wait,
-        fail_on_pending=fail_on_pending,
-    )
-
-
-def _workloads(
-    r: _Reader, raw: object, path: str, model: GpuModel, cards: int, workers: int, quota: Quota | None
-) -> tuple[WorkloadConfig, ...]:
-    """Each workload on its own, then all of them against the quota and the fleet."""
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        r.fail(f"{path}.workloads", "must be a list of workloads")
-        return ()
-    found: list[WorkloadConfig] = []
-    before = len(r.problems)
-    for j, w in enumerate(raw):
-        wl = _workload(r, w, f"{path}.workloads[{j}]", model, cards)
-        if wl is not None:
-            if any(o.name == wl.name and o.namespace == wl.namespace for o in found):
-                r.fail(f"{path}.workloads[{j}].name", f"duplicate workload {wl.namespace}/{wl.name}")
-            found.append(wl)
-    if len(r.problems) > before or quota is None:
-        return tuple(found)
-    usage = total_usage((w.request, w.replicas) for w in found)
-    over = quota_violations(usage, quota)
-    for problem in over:
-        r.fail(f"{path}.workloads", f"together ask for more than the tenant's quota: {problem}")
-    if over:
-        return tuple(found)
-    meant = [w for w in found if w.fail_on_pending]
-    pods = [(f"{w.name}[{k}]", w.request) for w in meant for k in range(w.replicas)]
-    unplaced = first_unplaceable(pods, workers, cards, model)
-    if unplaced is not None:
-        r.fail(
+def _tenant_checks(t: TenantConfig, i: int, cluster: ClusterConfig | None, c: _Collector) -> None:
+    """What spans the fields of one tenant: its cards, quota, networks, names and workloads."""
+    path = f"tenants[{i}]"
+    m = t.gpu.model
+    fail = c.fail
+    before = len(c.problems)
+    if t.gpu.cards_per_node * m.memory_mb > MOCK_PLUGIN_MAX_MB_PER_NODE:
+        fail(
+            f"{path}.gpu.cardsPerNode",
+            f"{t.gpu.cards_per_node} x {m.memory_mb} MB = {t.gpu.cards_per_node * m.memory_mb} MB per node is more "
+            f"than the mock device plugin can advertise ({MOCK_PLUGIN_MAX_MB_PER_NODE} MB); use at most "
+            f"{MOCK_PLUGIN_MAX_MB_PER_NODE // m.memory_mb} {m.key} cards per node",
+        )
+    q = t.quota
+    if q.gpumem_mb < m.memory_mb:
+        fail(f"{path}.quota.gpumemMb", f"{q.gpumem_mb} MB is below one {m.key} card ({m.memory_mb} MB)")
+    if q.gpucores < m.cores:
+        fail(f"{path}.quota.gpucoresPercent", f"{q.gpucores} % is below one card ({m.cores} %)")
+    pod_net = ipaddress.IPv4Network(t.pod_cidr)
+    svc_net = ipaddress.IPv4Network(t.service_cidr)
+    if svc_net.num_addresses < 16:
+        fail(f"{path}.serviceCidr", f"{t.service_cidr} is too small: it must hold the DNS service IP (.10)")
+    node_nets = 2 ** max(0, NODE_POD_PREFIX - pod_net.prefixlen) if pod_net.prefixlen <= NODE_POD_PREFIX else 0
+    if node_nets < t.workers:
+        fail(
+            f"{path}.podCidr",
+            f"{t.pod_cidr} holds {node_nets} node network(s) (/{NODE_POD_PREFIX} each) for {t.workers} worker(s); "
+            f"use a /{NODE_POD_PREFIX - max(0, (t.workers - 1).bit_length())} or larger",
+        )
+    cluster_net = ipaddress.IPv4Network(cluster.subnet) if cluster else None
+    for label, net in (("podCidr", pod_net), ("serviceCidr", svc_net)):
+        if cluster_net is not None and net.overlaps(cluster_net):
+            fail(f"{path}.{label}", f"{net} overlaps the Docker network {cluster_net}")
+    if pod_net.overlaps(svc_net):
+        fail(f"{path}.serviceCidr", f"{svc_net} overlaps podCidr {pod_net}")
+    if cluster is not None:
+        longest = worker_name(cluster.name, t.name, t.workers - 1)
+        if len(longest) > HOSTNAME_MAX:
+            fail(f"{path}.name", f"worker hostname {longest!r} is longer than {HOSTNAME_MAX}; shorten the name")
+    _workload_checks(t, path, fail)
+    if len(c.problems) != before:
+        return  # totals against quota and fleet only mean something once the tenant is valid
+    verdict = judge(t.demands(), q.quota, t.fleet)
+    for problem in verdict.over_quota:
+        fail(f"{path}.workloads", f"together ask for more than the tenant's quota: {problem}")
+    if verdict.unplaceable and not verdict.over_quota:
+        fail(
             f"{path}.workloads",
-            f"{unplaced} cannot be placed on the fleet ({workers} node(s) x {cards} {model.key}); "
+            f"{verdict.unplaceable} cannot be placed on the fleet ({t.fleet.describe()}); "
             "set failOnPending: false on a workload declared to stay Pending",
         )
-    return tuple(found)
-
-
-def _tenant(r: _Reader, raw: object, i: int, cluster_net: ipaddress.IPv4Network | None) -> TenantConfig | None:
-    path = f"tenants[{i}]"
-    start = len(r.problems)
-    m = r.obj(raw, path, _TENANT_KEYS)
-    if not m:
-        if raw is not None and isinstance(raw, Mapping):
-            r.fail(path, "is empty; a tenant needs at least a name and a gpu model")
-        elif raw is None:
-            r.fail(path, "is empty")
-        return None
-    name = r.string(m, "name", path)
-    if name and (not _DNS_1035.match(name) or len(name) > MAX_TENANT_NAME):
-        r.fail(
-            f"{path}.name",
-            f"must be a DNS-1035 label (a-z first, then a-z0-9-, at most {MAX_TENANT_NAME}), got {name!r}",
-        )
-    version = r.string(m, "kubernetesVersion", path, versions.DEFAULT_TENANT_VERSION)
-    if version and version not in versions.KIND_NODE_IMAGES:
-        r.fail(
-            f"{path}.kubernetesVersion",
-            f"no worker image is pinned for {version}; pinned: {', '.join(versions.KIND_NODE_IMAGES)}",
-        )
-    workers = r.integer(m, "workers", path, 1, MAX_WORKERS, default=1)
-
-    g = r.obj(m.get("gpu"), f"{path}.gpu", ("model", "cardsPerNode"))
-    model_key = r.string(g, "model", f"{path}.gpu")
-    model = GPU_MODELS.get(model_key)
-    if model_key and model is None:
-        r.fail(f"{path}.gpu.model", f"unknown GPU model {model_key!r}; allowed: {', '.join(sorted(GPU_MODELS))}")
-    cards = r.integer(g, "cardsPerNode", f"{path}.gpu", 1, MAX_CARDS_PER_NODE, default=1)
-    if model is not None and cards * model.memory_mb > MOCK_PLUGIN_MAX_MB_PER_NODE:
-        r.fail(
-            f"{path}.gpu.cardsPerNode",
-            f"{cards} x {model.memory_mb} MB = {cards * model.memory_mb} MB per node is more than the mock "
-            f"device plugin can advertise ({MOCK_PLUGIN_MAX_MB_PER_NODE} MB); use at most "
-            f"{MOCK_PLUGIN_MAX_MB_PER_NODE // model.memory_mb} {model.key} cards per node",
-        )
-
-    q = r.obj(m.get("quota"), f"{path}.quota", ("gpus", "gpumemMb", "gpucoresPercent"))
-    big = 10**9
-    quota = Quota(
-        gpus=r.integer(q, "gpus", f"{path}.quota", 1, big, " vGPUs"),
-        gpumem_mb=r.integer(q, "gpumemMb", f"{path}.quota", 1, big, " MB"),
-        gpucores=r.integer(q, "gpucoresPercent", f"{path}.quota", 1, big, " %"),
-    )
-    if model is not None and q:
-        if "gpumemMb" in q and isinstance(q["gpumemMb"], int) and 0 < quota.gpumem_mb < model.memory_mb:
-            r.fail(
-                f"{path}.quota.gpumemMb", f"{quota.gpumem_mb} MB is below one {model.key} card ({model.memory_mb} MB)"
+    capacity = t.fleet.capacity
+    for label, limit, cap in (
+        ("gpus", q.gpus, capacity.gpus),
+        ("gpumemMb", q.gpumem_mb, capacity.gpumem_mb),
+        ("gpucoresPercent", q.gpucores, capacity.gpucores),
+    ):
+        if limit > cap:
+            c.warnings.append(
+                f"{path}.quota.{label}: {limit} is {limit - cap} above what the fleet holds ({cap}); "
+                "the quota can never be used in full"
             )
-        if "gpucoresPercent" in q and isinstance(q["gpucoresPercent"], int) and 0 < quota.gpucores < model.cores:
-            r.fail(f"{path}.quota.gpucoresPercent", f"{quota.gpucores} % is below one card ({model.cores} %)")
-
-    api_port = r.integer(
-        m,
-        "apiPort",
-        path,
-        NODE_PORT_RANGE.start,
-        NODE_PORT_RANGE.stop - 1,
-        " (the management cluster's NodePort range)",
-        default=31443 + i,
-    )
-    konn_port = r.integer(
-        m,
-        "konnectivityPort",
-        path,
-        NODE_PORT_RANGE.start,
-        NODE_PORT_RANGE.stop - 1,
-        " (the management cluster's NodePort range)",
-        default=31132 + i,
-    )
-    pod_cidr = r.string(m, "podCidr", path, "10.244.0.0/16")
-    service_cidr = r.string(m, "serviceCidr", path, "10.96.0.0/16")
-    pod_net = _cidr(r, pod_cidr, f"{path}.podCidr")
-    svc_net = _cidr(r, service_cidr, f"{path}.serviceCidr")
-    if svc_net is not None and svc_net.num_addresses < 16:
-        r.fail(f"{path}.serviceCidr", f"{service_cidr} is too small: it must hold the DNS service IP (.10)")
-    for label, net in (("podCidr", pod_net), ("serviceCidr", svc_net)):
-        if net is not None and cluster_net is not None and net.overlaps(cluster_net):
-            r.fail(f"{path}.{label}", f"{net} overlaps the Docker network {cluster_net}")
-    if pod_net is not None and svc_net is not None and pod_net.overlaps(svc_net):
-        r.fail(f"{path}.serviceCidr", f"{svc_net} overlaps podCidr {pod_net}")
-    if model is None:
-        return None
-    # Totals against quota and fleet only mean something once the tenant's own values are valid.
-    totals = len(r.problems) == start
-    workloads = _workloads(r, m.get("workloads"), path, model, cards, workers, quota if totals else None)
-    return TenantConfig(
-        workloads=workloads,
-        name=name,
-        kubernetes_version=version,
-        workers=workers,
-        gpu=GpuFleet(model=model, cards_per_node=cards),
-        quota=quota,
-        api_port=api_port,
-        konnectivity_port=konn_port,
-        pod_cidr=pod_cidr,
-        service_cidr=service_cidr,
-    )
 
 
-def load_stack_config(project: str, raw: Mapping[str, object], kubeconfig_given: bool = False) -> StackConfig:
-    """Validate the raw config objects (`cluster`, `tenants`, `hami`) into a StackConfig.
+def _workload_checks(t: TenantConfig, path: str, fail: Callable[[str, str], None]) -> None:
+    seen: set[tuple[str, str]] = set()
+    m = t.gpu.model
+    for j, w in enumerate(t.workloads):
+        where = f"{path}.workloads[{j}]"
+        if (w.namespace, w.name) in seen:
+            fail(f"{where}.name", f"duplicate workload {w.namespace}/{w.name}")
+        seen.add((w.namespace, w.name))
+        if w.namespace in RESERVED_NAMESPACES:
+            fail(f"{where}.namespace", f"{w.namespace!r} is reserved ({', '.join(RESERVED_NAMESPACES)}); use your own")
+        if w.kind == "Pod" and w.replicas != 1:
+            fail(f"{where}.replicas", "a Pod has exactly one replica; use kind Deployment for more")
+        if w.card_type is not None and w.card_type.lower() not in m.hami_type.lower():
+            fail(f"{where}.cardType", f"{w.card_type!r} matches no card of this tenant (its cards are {m.hami_type!r})")
+        if not w.limits:
+            fail(where, "asks for no GPU: give gpus, gpumemMb and/or gpucoresPercent")
+            continue
+        try:
+            pod = w.pod(m)
+        except RequestError as exc:
+            fail(f"{where}.{_RESOURCE_KEYS.get(exc.resource, 'gpus')}", str(exc).split(": ", 1)[-1])
+            continue
+        if not pod.containers:
+            fail(f"{where}.gpus", "0 GPUs: leave the workload out instead")
+            continue
+        for problem in pod_violations(pod, t.fleet):
+            fail(where, problem)
 
-    `kubeconfig_given` says whether the secret `kubeconfig` key is set (its value is not read
-    here: it stays a secret Output).
-    """
-    r = _Reader(project)
-    cluster = _cluster(r, raw.get("cluster"))
-    if cluster.mode == MODE_KUBECONFIG and not kubeconfig_given:
-        r.fail(
-            "kubeconfig",
-            "is required when cluster.mode is 'kubeconfig': "
-            'pulumi config set --secret kubeconfig -- "$(cat kubeconfig.yaml)"',
+
+def _tenants(project: str, raw: object, cluster: ClusterConfig | None, c: _Collector) -> list[TenantConfig]:
+    if not isinstance(raw, list | tuple) or not raw:
+        c.fail("tenants", "is required: a non-empty list of tenants")
+        return []
+    found: list[tuple[int, TenantConfig]] = []
+    for i, item in enumerate(raw):
+        if isinstance(item, Mapping) and not item:
+            c.fail(f"tenants[{i}]", "is empty; a tenant needs at least a name, a gpu model and a quota")
+            continue
+        t = _read(TenantConfig, item, ("tenants", i), project, c.problems)
+        if t is None:
+            continue
+        t = t.model_copy(
+            update={
+                "api_port": t.api_port if t.api_port is not None else 31443 + i,
+                "konnectivity_port": t.konnectivity_port if t.konnectivity_port is not None else 31132 + i,
+            }
         )
-    cluster_net = None
-    try:
-        cluster_net = ipaddress.IPv4Network(cluster.subnet)
-    except ValueError:
-        pass
-
-    h = r.obj(raw.get("hami"), "hami", ("nodeLockTimeout",))
-    lock_timeout = r.string(h, "nodeLockTimeout", "hami", HamiConfig.node_lock_timeout)
-    if lock_timeout and not _DURATION.match(lock_timeout):
-        r.fail("hami.nodeLockTimeout", f"must be a Go duration like 30s or 5m, got {lock_timeout!r}")
-
-    role = raw.get("role") or ROLE_LAB
-    if role not in ROLES:
-        r.fail("role", f"must be one of {', '.join(ROLES)}, got {role!r}")
-    platform_stack = raw.get("platformStack")
-    if role == ROLE_TEAM and (not isinstance(platform_stack, str) or not _STACK_REF.match(platform_stack)):
-        r.fail(
-            "platformStack", f"a team stack needs its platform stack as <org>/<project>/<stack>, got {platform_stack!r}"
-        )
-    elif role in (ROLE_LAB, ROLE_PLATFORM) and platform_stack is not None:
-        r.fail("platformStack", f"only a team stack reaches a platform stack (role is {role!r})")
-
-    raw_tenants = raw.get("tenants")
-    indexed: list[tuple[int, TenantConfig]] = []
-    if role == ROLE_PLATFORM:
-        if raw_tenants:
-            r.fail("tenants", "a platform stack has no tenants: each team stack creates its own")
-    elif not isinstance(raw_tenants, Sequence) or isinstance(raw_tenants, str | bytes) or not raw_tenants:
-        r.fail("tenants", "is required: a non-empty list of tenants")
-    else:
-        for i, t in enumerate(raw_tenants):
-            tenant = _tenant(r, t, i, cluster_net)
-            if tenant is not None:
-                indexed.append((i, tenant))
-        _unique(r, [(f"tenants[{i}]", t.name, t.api_port, t.konnectivity_port) for i, t in indexed], "tenant")
-    teams = _teams(r, raw.get("teams"), role)
-    if r.problems:
-        raise ConfigError(r.problems)
-    return StackConfig(
-        project=project,
-        cluster=cluster,
-        tenants=tuple(t for _, t in indexed),
-        hami=HamiConfig(node_lock_timeout=lock_timeout),
-        role=role,
-        platform_stack=platform_stack if role == ROLE_TEAM else None,
-        teams=teams,
-    )
+        _tenant_checks(t, i, cluster, c)
+        found.append((i, t))
+    _unique(c, [(f"tenants[{i}]", t.name, t.api_port, t.konnectivity_port) for i, t in found], "tenant")
+    return [t for _, t in found]
 
 
-def _unique(r: _Reader, entries: list[tuple[str, str, int, int]], what: str) -> None:
+def _unique(c: _Collector, entries: list[tuple[str, str, int | None, int | None]], what: str) -> None:
     """Names and ports (API and Konnectivity alike share one NodePort space) used once each."""
     names: dict[str, str] = {}
     ports: dict[int, str] = {}
     for path, name, api_port, konn_port in entries:
         if name in names:
-            r.fail(f"{path}.name", f"duplicate {what} name {name!r} (also {names[name]})")
+            c.fail(f"{path}.name", f"duplicate {what} name {name!r} (also {names[name]})")
         names.setdefault(name, path)
         for label, port in (("apiPort", api_port), ("konnectivityPort", konn_port)):
+            if port is None:
+                continue
             if port in ports:
-                r.fail(f"{path}.{label}", f"port {port} is already used by {ports[port]}")
+                c.fail(f"{path}.{label}", f"port {port} is already used by {ports[port]}")
             ports.setdefault(port, f"{path}.{label}")
 
 
-def _teams(r: _Reader, raw: object, role: str) -> tuple[TeamSlot, ...]:
+def load_tenants(project: str, raw: object, cluster: Mapping[str, object] | None = None) -> list[TenantConfig]:
+    """Tenants alone (the policy pack's view): the same model, defaults and checks."""
+    c = _Collector(project)
+    cl = _read(ClusterConfig, cluster, ("cluster",), project, c.problems)
+    tenants = _tenants(project, raw, cl, c)
+    if c.problems:
+        raise ConfigError(c.problems)
+    return tenants
+
+
+def load_stack_config(project: str, raw: Mapping[str, object], kubeconfig_given: bool = False) -> StackConfig:
+    """Validate the raw config objects (`cluster`, `tenants`, `hami`, `role`, ...) into a StackConfig.
+
+    `kubeconfig_given` says whether the secret `kubeconfig` key is set (its value is not read
+    here: it stays a secret Output).
+    """
+    c = _Collector(project)
+    cluster = _read(ClusterConfig, raw.get("cluster"), ("cluster",), project, c.problems)
+    if cluster is not None:
+        net = ipaddress.IPv4Network(cluster.subnet)
+        addr = ipaddress.IPv4Address(cluster.management_ip)
+        if addr not in net or addr in (net.network_address, net.broadcast_address):
+            c.fail("cluster.managementIp", f"must be a host address inside {cluster.subnet}, got {addr}")
+        elif addr == net.network_address + 1:
+            c.fail("cluster.managementIp", f"{addr} is the Docker network gateway; use another host address")
+        if cluster.mode == MODE_KUBECONFIG and not kubeconfig_given:
+            c.fail(
+                "kubeconfig",
+                "is required when cluster.mode is 'kubeconfig': "
+                'pulumi config set --secret kubeconfig -- "$(cat kubeconfig.yaml)"',
+            )
+    hami = _read(HamiConfig, raw.get("hami"), ("hami",), project, c.problems)
+    role = raw.get("role")
+    role = ROLE_LAB if role is None else role
+    if role not in ROLES:
+        c.fail("role", f"must be one of {', '.join(ROLES)}, got {role!r}")
+    platform_stack = raw.get("platformStack")
+    if role == ROLE_TEAM and (not isinstance(platform_stack, str) or not _STACK_REF.match(platform_stack)):
+        c.fail(
+            "platformStack", f"a team stack needs its platform stack as <org>/<project>/<stack>, got {platform_stack!r}"
+        )
+    elif role in (ROLE_LAB, ROLE_PLATFORM) and platform_stack is not None:
+        c.fail("platformStack", f"only a team stack reaches a platform stack (role is {role!r})")
+    tenants: list[TenantConfig] = []
+    raw_tenants = raw.get("tenants")
+    if role == ROLE_PLATFORM:
+        if raw_tenants:
+            c.fail("tenants", "a platform stack has no tenants: each team stack creates its own")
+    elif role in ROLES:
+        tenants = _tenants(project, raw_tenants, cluster, c)
+    teams = _teams(project, raw.get("teams"), role, c)
+    if c.problems:
+        raise ConfigError(c.problems)
+    return StackConfig(
+        project=project,
+        cluster=cluster,
+        tenants=tuple(tenants),
+        hami=hami,
+        role=role,
+        platform_stack=platform_stack if role == ROLE_TEAM else None,
+        teams=tuple(teams),
+        warnings=tuple(c.warnings),
+    )
+
+
+def _teams(project: str, raw: object, role: str, c: _Collector) -> list[TeamSlot]:
     """The platform's registry of team names and ports: team stacks must match it."""
     if raw is None:
-        return ()
+        return []
     if role != ROLE_PLATFORM:
-        r.fail("teams", "only a platform stack keeps the team registry")
-        return ()
-    if not isinstance(raw, list):
-        r.fail("teams", "must be a list of {name, apiPort, konnectivityPort}")
-        return ()
-    slots = []
-    for i, t in enumerate(raw):
-        m = r.obj(t, f"teams[{i}]", ("name", "apiPort", "konnectivityPort"))
-        name = r.string(m, "name", f"teams[{i}]")
-        if name and (not _DNS_1035.match(name) or len(name) > MAX_TENANT_NAME):
-            r.fail(f"teams[{i}].name", f"must be a DNS-1035 label of at most {MAX_TENANT_NAME}, got {name!r}")
-        lo, hi = NODE_PORT_RANGE.start, NODE_PORT_RANGE.stop - 1
-        slots.append(
-            TeamSlot(
-                name,
-                r.integer(m, "apiPort", f"teams[{i}]", lo, hi),
-                r.integer(m, "konnectivityPort", f"teams[{i}]", lo, hi),
-            )
-        )
-    _unique(r, [(f"teams[{i}]", s.name, s.api_port, s.konnectivity_port) for i, s in enumerate(slots)], "team")
-    return tuple(slots)
+        c.fail("teams", "only a platform stack keeps the team registry")
+        return []
+    if not isinstance(raw, list | tuple):
+        c.fail("teams", "must be a list of {name, apiPort, konnectivityPort}")
+        return []
+    slots = [(i, _read(TeamSlot, t, ("teams", i), project, c.problems)) for i, t in enumerate(raw)]
+    valid = [(i, s) for i, s in slots if s is not None]
+    _unique(c, [(f"teams[{i}]", s.name, s.api_port, s.konnectivity_port) for i, s in valid], "team")
+    return [s for _, s in valid]
 
 
 def team_slot_problems(
@@ -573,3 +687,20 @@ def team_slot_problems(
                     f"{reserved[0]}/{reserved[1]} for it"
                 )
     return problems
+
+
+def tenants_schema() -> dict[str, Any]:
+    """JSON Schema of a list of tenants (the policy pack's config), with every $ref inlined."""
+    schema = TypeAdapter(list[TenantConfig]).json_schema(by_alias=True)
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return inline(defs[node["$ref"].rsplit("/", 1)[-1]])
+            return {k: inline(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [inline(v) for v in node]
+        return node
+
+    return inline(schema)

@@ -11,3 +11,23 @@ MOCK_GPU_NODE_LABEL = ("gpu-tenancy/mock-gpu", "true")
 def releaser_name(lab: str, tenant: str) -> str:
     """Docker name of a tenant's release controller container."""
     return f"{lab}-{tenant}-releaser"
+
+
+def worker_name(cluster: str, tenant: str, index: int) -> str:
+    """Container, hostname and Node name of a worker; unique per lab and tenant."""
+    return f"{cluster}-{tenant}-worker-{index}"
+
+
+# Where the HAMi chart goes in each tenant.
+HAMI_NAMESPACE = "hami-system"
+# Namespaces a workload may not use: Kubernetes' own (Kamaji's add-ons live there) and HAMi's.
+RESERVED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", HAMI_NAMESPACE)
+
+
+def tenant_provider(tenant: str) -> str:
+    """Resource name of the tenant's Kubernetes provider (the policy pack attributes by it)."""
+    return f"{tenant}-cp-k8s"
+
+
+# On a workload declared with failOnPending: false (the pack then leaves it out of the fit).
+FAIL_ON_PENDING_ANNOTATION = "gpu-tenancy/fail-on-pending"

@@ -31,8 +31,8 @@ PHASE_SUCCESS = "success"
 PHASE_FAILED = "failed"
 # Pod annotation users set to pick a card type (case-insensitive substring match).
 USE_GPU_TYPE = "nvidia.com/use-gputype"
-# Pod/namespace label that makes HAMi's webhook skip the object.
-WEBHOOK_IGNORE_LABEL = ("hami.io/webhook", "ignore")
+# The scheduler name HAMi's webhook gives GPU pods (chart value schedulerName).
+SCHEDULER_NAME = "hami-scheduler"
 
 # Extended resources HAMi schedules.
 RES_GPU = "nvidia.com/gpu"

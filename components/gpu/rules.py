@@ -1,24 +1,42 @@
-"""GPU quota arithmetic, shared by the stack-config validation and the CrossGuard pack.
+"""The rulebook: from container resources to HAMi's effective requests, and the quota and fleet
+verdicts. The stack-config validation and the CrossGuard pack both call `judge`, so they cannot
+disagree.
 
-Pure functions over plain numbers and read-only mappings (policy props are proxies with float
-numbers), applying HAMi's own request defaults: a bare `nvidia.com/gpu: N` takes whole cards
-(100 % cores, all memory); gpumem/gpucores alone imply one vGPU; memory defaults to the whole
-card; gpumem must be an integer number of MB or HAMi ignores the request.
+- A container's request follows HAMi's own defaults: a bare `nvidia.com/gpu: N` takes whole
+  cards (100 % cores, all memory); gpumem/gpucores alone imply one vGPU; memory defaults to the
+  whole card; gpumem must be a whole number of MB that fits an int32, or HAMi ignores it.
+  Quantities are read with the Kubernetes client's own parser (the API server stores 20000 as
+  "20k").
+- A pod is placed whole on one node: each container's vGPUs on distinct cards of that node,
+  containers of one pod may share a card; every GPU container, init containers included, holds
+  its slice (HAMi allocates each).
+- Quota: every demand counts, times its replicas. Fit: only demands that must be scheduled
+  (`failOnPending: true`, the default) are packed; a workload declared with
+  `failOnPending: false` may stay Pending, so it counts against the quota but is not required
+  to fit. Replicas unknown at preview count as one (the caller reports them).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from kubernetes.utils.quantity import parse_quantity
 
 from components.gpu.catalog import CORES_PER_CARD, GpuModel
 from components.gpu.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM, RES_GPUMEM_PERCENTAGE
 
+GPU_RESOURCES = (RES_GPU, RES_GPUMEM, RES_GPUMEM_PERCENTAGE, RES_GPUCORES)
+INT32_MAX = 2**31 - 1
+
 
 class RequestError(ValueError):
     """A container's GPU request is malformed in a way HAMi would ignore or reject."""
+
+    def __init__(self, resource: str, message: str):
+        self.resource = resource
+        super().__init__(message)
 
 
 @dataclass(frozen=True)
@@ -40,87 +58,78 @@ class GpuRequest:
 
 @dataclass(frozen=True)
 class Quota:
-    """A tenant's GPU allowance: vGPUs, MB and core-percent summed over all its pods."""
+    """A GPU allowance (or usage): vGPUs, MB and core-percent summed over pods."""
 
     gpus: int
     gpumem_mb: int
     gpucores: int
 
+    def __add__(self, other: Quota) -> Quota:
+        return Quota(self.gpus + other.gpus, self.gpumem_mb + other.gpumem_mb, self.gpucores + other.gpucores)
 
-_SUFFIXES = {
-    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
-    "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12),
-    "P": Decimal(10**15), "E": Decimal(10**18),
-    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
-    "Pi": Decimal(2**50), "Ei": Decimal(2**60),
-}  # fmt: skip
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|[numkMGTPE]i?|)$")
-INT32_MAX = 2**31 - 1
+    def __sub__(self, other: Quota) -> Quota:
+        return Quota(self.gpus - other.gpus, self.gpumem_mb - other.gpumem_mb, self.gpucores - other.gpucores)
+
+    def times(self, n: int) -> Quota:
+        return Quota(self.gpus * n, self.gpumem_mb * n, self.gpucores * n)
+
+
+NO_GPU = Quota(0, 0, 0)
 
 
 def quantity_value(value: object, resource: str) -> Decimal:
-    """A Kubernetes quantity as a number ("20000", "20k", "10Gi", 20000.0 all parse).
-
-    The API server and the kubernetes provider rewrite quantities to canonical form (20000 is
-    stored as "20k"), so checks must read them as quantities, not as digit strings.
-    """
-    if isinstance(value, bool):
-        raise RequestError(f"{resource} must be a quantity, got {value!r}")
-    if isinstance(value, int | float):
-        number = Decimal(str(value))
-    elif isinstance(value, str):
-        match = _QUANTITY.match(value.strip())
-        if not match:
-            raise RequestError(f"{resource} is not a Kubernetes quantity: {value!r}")
-        try:
-            base = Decimal(match.group(1))
-        except InvalidOperation:
-            raise RequestError(f"{resource} is not a Kubernetes quantity: {value!r}") from None
-        suffix = match.group(2)
-        number = base * (Decimal(10) ** int(suffix[1:]) if suffix[:1] in ("e", "E") else _SUFFIXES[suffix])
-    else:
-        raise RequestError(f"{resource} must be a quantity, got {value!r}")
+    """A Kubernetes quantity as a number ("20000", "20k", "10Gi", 20000.0), as the API reads it."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
+        raise RequestError(resource, f"{resource} must be a quantity, got {value!r}")
+    try:
+        number = parse_quantity(value)
+    except (ValueError, ArithmeticError):
+        raise RequestError(resource, f"{resource} is not a Kubernetes quantity: {value!r}") from None
+    if not number.is_finite():
+        raise RequestError(resource, f"{resource} is not a Kubernetes quantity: {value!r}")
     if number < 0:
-        raise RequestError(f"{resource} must not be negative, got {value!r}")
+        raise RequestError(resource, f"{resource} must not be negative, got {value!r}")
     return number
 
 
-def _quantity(value: object, resource: str) -> int:
-    """Read an integer quantity the way HAMi does: a whole number that fits an int32."""
+def _whole(value: object, resource: str) -> int:
+    """An integer quantity the way HAMi reads it: a whole number that fits an int32."""
     number = quantity_value(value, resource)
     unit = " in MB (e.g. 10240 for 10 GiB)" if resource == RES_GPUMEM else ""
     if number != number.to_integral_value():
-        raise RequestError(f"{resource} must be a whole number{unit}, got {value!r}")
+        raise RequestError(resource, f"{resource} must be a whole number{unit}, got {value!r}")
     if number > INT32_MAX:
         raise RequestError(
+            resource,
             f"{resource} {value!r} is {int(number)}, more than HAMi's int32: HAMi ignores the whole request; "
-            f"give a plain integer{unit}"
+            f"give a plain integer{unit}",
         )
     return int(number)
 
 
 def parse_request(resources: Mapping[str, object], card: GpuModel) -> GpuRequest | None:
-    """Effective request of one container from its limits (or requests) mapping; None if no GPU."""
-    present = {k: resources[k] for k in (RES_GPU, RES_GPUMEM, RES_GPUMEM_PERCENTAGE, RES_GPUCORES) if k in resources}
+    """Effective request of one container from its limits (or requests); None if no GPU."""
+    present = {k: resources[k] for k in GPU_RESOURCES if k in resources}
     if not present:
         return None
-    gpus = _quantity(present[RES_GPU], RES_GPU) if RES_GPU in present else 1
+    gpus = _whole(present[RES_GPU], RES_GPU) if RES_GPU in present else 1
     if gpus == 0:
         return None
     if RES_GPUMEM in present:
-        mem = _quantity(present[RES_GPUMEM], RES_GPUMEM)
+        mem = _whole(present[RES_GPUMEM], RES_GPUMEM)
     elif RES_GPUMEM_PERCENTAGE in present:
-        pct = _quantity(present[RES_GPUMEM_PERCENTAGE], RES_GPUMEM_PERCENTAGE)
+        pct = _whole(present[RES_GPUMEM_PERCENTAGE], RES_GPUMEM_PERCENTAGE)
         if pct > 100:
-            raise RequestError(f"{RES_GPUMEM_PERCENTAGE} must be 0-100, got {pct}")
+            raise RequestError(RES_GPUMEM_PERCENTAGE, f"{RES_GPUMEM_PERCENTAGE} must be 0-100, got {pct}")
         mem = card.memory_mb * pct // 100
     else:
         mem = card.memory_mb
     if RES_GPUCORES in present:
-        cores = _quantity(present[RES_GPUCORES], RES_GPUCORES)
+        cores = _whole(present[RES_GPUCORES], RES_GPUCORES)
         if cores > CORES_PER_CARD:
             raise RequestError(
-                f"{RES_GPUCORES} must be 0-{CORES_PER_CARD} (% of one card), got {cores}; HAMi silently clamps it"
+                RES_GPUCORES,
+                f"{RES_GPUCORES} must be 0-{CORES_PER_CARD} (% of one card), got {cores}; HAMi silently clamps it",
             )
     elif RES_GPUMEM in present or RES_GPUMEM_PERCENTAGE in present:
         cores = 0
@@ -130,26 +139,76 @@ def parse_request(resources: Mapping[str, object], card: GpuModel) -> GpuRequest
     return GpuRequest(gpus=gpus, mem_mb=mem, cores=cores)
 
 
-def single_card_violations(req: GpuRequest, card: GpuModel, cards_per_node: int) -> list[str]:
-    """Why one container's request cannot be served by the tenant's cards at all (empty = fits)."""
-    problems = []
-    if req.mem_mb > card.memory_mb:
-        problems.append(f"gpumem {req.mem_mb} MB exceeds one {card.display_name} card ({card.memory_mb} MB)")
-    if req.cores > card.cores:
-        problems.append(f"gpucores {req.cores} % exceeds one card ({card.cores} %)")
-    if req.gpus > cards_per_node:
-        problems.append(f"{req.gpus} GPUs per container exceeds the {cards_per_node} cards of one node")
-    return problems
+@dataclass(frozen=True)
+class PodRequest:
+    """The GPU containers of one pod (named), each with its effective request."""
+
+    containers: tuple[tuple[str, GpuRequest], ...]
+
+    @property
+    def total(self) -> Quota:
+        gpus = sum(r.gpus for _, r in self.containers)
+        mem = sum(r.total_mem_mb for _, r in self.containers)
+        cores = sum(r.total_cores for _, r in self.containers)
+        return Quota(gpus, mem, cores)
 
 
-def total_usage(requests: Iterable[tuple[GpuRequest, int]]) -> Quota:
-    """Sum (request, replicas) pairs into vGPUs, MB and core-percent."""
-    gpus = mem = cores = 0
-    for req, replicas in requests:
-        gpus += req.gpus * replicas
-        mem += req.total_mem_mb * replicas
-        cores += req.total_cores * replicas
-    return Quota(gpus=gpus, gpumem_mb=mem, gpucores=cores)
+def pod_request(containers: Iterable[tuple[str, Mapping[str, object]]], card: GpuModel) -> PodRequest:
+    """A pod's GPU containers from (name, limits-or-requests) pairs; RequestError names the container."""
+    found = []
+    for name, resources in containers:
+        try:
+            req = parse_request(resources, card)
+        except RequestError as exc:
+            raise RequestError(exc.resource, f"container {name}: {exc}") from None
+        if req is not None:
+            found.append((name, req))
+    return PodRequest(tuple(found))
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """A tenant's cards: `nodes` nodes of `cards_per_node` cards of one model."""
+
+    model: GpuModel
+    nodes: int
+    cards_per_node: int
+
+    @property
+    def capacity(self) -> Quota:
+        cards = self.nodes * self.cards_per_node
+        m = self.model
+        return Quota(gpus=cards * m.split_count, gpumem_mb=cards * m.memory_mb, gpucores=cards * m.cores)
+
+    def describe(self) -> str:
+        m = self.model
+        return f"{self.nodes} node(s) x {self.cards_per_node} {m.key}, {m.memory_mb} MB / {m.cores} % each"
+
+
+def fleet_capacity(nodes: int, cards_per_node: int, card: GpuModel) -> Quota:
+    return Fleet(card, nodes, cards_per_node).capacity
+
+
+@dataclass(frozen=True)
+class Demand:
+    """One workload as the rules see it: a pod shape times its replicas."""
+
+    name: str
+    pod: PodRequest
+    replicas: int = 1
+    # False: declared as allowed to stay Pending (`failOnPending: false`): left out of the fit.
+    must_fit: bool = True
+
+    @property
+    def usage(self) -> Quota:
+        return self.pod.total.times(self.replicas)
+
+
+def total_usage(demands: Iterable[Demand]) -> Quota:
+    total = NO_GPU
+    for d in demands:
+        total = total + d.usage
+    return total
 
 
 def quota_violations(usage: Quota, quota: Quota) -> list[str]:
@@ -163,12 +222,6 @@ def quota_violations(usage: Quota, quota: Quota) -> list[str]:
         if used > limit:
             out.append(f"{label} {used} > quota {limit}")
     return out
-
-
-def fleet_capacity(nodes: int, cards_per_node: int, card: GpuModel) -> Quota:
-    """What a tenant's whole fleet offers, in the same units as a quota."""
-    cards = nodes * cards_per_node
-    return Quota(gpus=cards * card.split_count, gpumem_mb=cards * card.memory_mb, gpucores=cards * card.cores)
 
 
 @dataclass
@@ -188,36 +241,97 @@ class _Card:
             and not (req.cores == 0 and self.cores_free == 0)  # CardComputeUnitsExhausted
         )
 
+    def take(self, req: GpuRequest) -> None:
+        self.mem_free -= req.mem_mb
+        self.cores_free -= req.cores
+        self.slots_free -= 1
+        self.used = True
 
-def first_unplaceable(
-    pods: Iterable[tuple[str, GpuRequest]], nodes: int, cards_per_node: int, card: GpuModel
-) -> str | None:
-    """Name of the first pod that cannot be packed onto the fleet, or None if all fit.
 
-    First-fit decreasing by memory: each vGPU of a pod goes to a different card of one node,
-    exclusive (100 % cores) requests need an unused card, as HAMi requires. A node that fills up
-    is dropped from the scan, so the cost is about pods x nodes that still have room.
-    """
-    fleet = [
-        [
-            _Card(mem_free=card.memory_mb, cores_free=card.cores, slots_free=card.split_count)
-            for _ in range(cards_per_node)
-        ]
-        for _ in range(nodes)
-    ]
-    ordered = sorted(pods, key=lambda p: (p[1].total_mem_mb, p[1].total_cores), reverse=True)
-    for name, req in ordered:
-        for i, cards in enumerate(fleet):
-            fits = [c for c in cards if c.takes(req, card)]
-            if len(fits) >= req.gpus:
-                for c in sorted(fits, key=lambda c: (c.mem_free, c.cores_free))[: req.gpus]:
-                    c.mem_free -= req.mem_mb
-                    c.cores_free -= req.cores
-                    c.slots_free -= 1
-                    c.used = True
+def _empty_node(fleet: Fleet) -> list[_Card]:
+    m = fleet.model
+    return [_Card(m.memory_mb, m.cores, m.split_count) for _ in range(fleet.cards_per_node)]
+
+
+def _place(pod: PodRequest, cards: list[_Card], model: GpuModel) -> bool:
+    """Place every container of the pod on this node (best fit per vGPU), or change nothing."""
+    trial = [_Card(c.mem_free, c.cores_free, c.slots_free, c.used) for c in cards]
+    for _, req in pod.containers:
+        fits = [c for c in trial if c.takes(req, model)]
+        if len(fits) < req.gpus:
+            return False
+        for c in sorted(fits, key=lambda c: (c.mem_free, c.cores_free))[: req.gpus]:
+            c.take(req)
+    cards[:] = trial
+    return True
+
+
+def pod_violations(pod: PodRequest, fleet: Fleet) -> list[str]:
+    """Why one pod cannot run on any node of the fleet even when it is empty (empty = it can)."""
+    m = fleet.model
+    problems = []
+    for name, req in pod.containers:
+        where = f"container {name}: "
+        if req.mem_mb > m.memory_mb:
+            problems.append(f"{where}gpumem {req.mem_mb} MB exceeds one {m.display_name} card ({m.memory_mb} MB)")
+        if req.cores > m.cores:
+            problems.append(f"{where}gpucores {req.cores} % exceeds one card ({m.cores} %)")
+        if req.gpus > fleet.cards_per_node:
+            problems.append(
+                f"{where}{req.gpus} GPUs per container exceeds the {fleet.cards_per_node} cards of one node"
+            )
+    if not problems and not _place(pod, _empty_node(fleet), m):
+        problems.append(
+            f"its containers together need more than the {fleet.cards_per_node} card(s) of one node "
+            "(a pod's containers all run on one node)"
+        )
+    return problems
+
+
+@dataclass(frozen=True)
+class Packing:
+    """Where each pod (`workload[k]`) went: the index of its node; or the first that did not fit."""
+
+    placed: dict[str, int]
+    unplaceable: str | None
+
+
+def pack(demands: Iterable[Demand], fleet: Fleet) -> Packing:
+    """Pack the pods that must be scheduled: first-fit decreasing by memory, each pod whole on
+    one node; nodes that fill up leave the scan, so the cost is about pods x nodes with room."""
+    pods = [(f"{d.name}[{k}]", d.pod) for d in demands if d.must_fit for k in range(d.replicas)]
+    pods.sort(key=lambda p: (p[1].total.gpumem_mb, p[1].total.gpucores), reverse=True)
+    nodes = [(i, _empty_node(fleet)) for i in range(fleet.nodes)]
+    placed: dict[str, int] = {}
+    for name, pod in pods:
+        for pos, (index, cards) in enumerate(nodes):
+            if _place(pod, cards, fleet.model):
+                placed[name] = index
                 if not any(c.slots_free > 0 and c.mem_free > 0 for c in cards):
-                    del fleet[i]  # full: never scanned again
+                    del nodes[pos]  # full: never scanned again
                 break
         else:
-            return name
-    return None
+            return Packing(placed, name)
+    return Packing(placed, None)
+
+
+def first_unplaceable(demands: Iterable[Demand], fleet: Fleet) -> str | None:
+    """Name (`workload[k]`) of the first pod that cannot be packed onto the fleet, or None."""
+    return pack(demands, fleet).unplaceable
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the rules say about a tenant's demands: empty lists and None = all good."""
+
+    usage: Quota
+    over_quota: list[str] = field(default_factory=list)
+    unplaceable: str | None = None
+
+
+def judge(demands: list[Demand], quota: Quota, fleet: Fleet) -> Verdict:
+    """Quota over every demand; fit over the demands that must be scheduled."""
+    usage = total_usage(demands)
+    return Verdict(
+        usage=usage, over_quota=quota_violations(usage, quota), unplaceable=first_unplaceable(demands, fleet)
+    )

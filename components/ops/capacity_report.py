@@ -2,7 +2,8 @@
 remains, and (when the tenant is reachable) what HAMi has actually allocated.
 
 The allocation comes from HAMi's own accounting on the pods (hami.io/vgpu-devices-allocated),
-not from our arithmetic. No Pulumi import: run it as
+not from our arithmetic; pods HAMi leaves Pending are listed with HAMi's own reason per node.
+No Pulumi import: run it as
     .venv/bin/python -m components.ops.capacity_report --stack dev [--markdown] [--live]
 """
 
@@ -22,7 +23,8 @@ import yaml
 
 from components.config.model import StackConfig, TenantConfig, load_stack_config
 from components.gpu import hami_annotations as ha
-from components.gpu.rules import Quota, fleet_capacity, total_usage
+from components.gpu.rules import Quota, total_usage
+from components.ops import hami_reasons
 from components.ops.kube import core_api
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,6 +41,8 @@ class TenantCapacity:
     requested: Quota
     allocated: Quota | None  # None: the tenant was not asked (or not reachable)
     note: str = ""
+    # Pods HAMi schedules that wait unscheduled: "namespace/pod: HAMi's reason".
+    waiting: tuple[str, ...] = ()
 
     @property
     def remaining(self) -> Quota:
@@ -70,27 +74,40 @@ def allocated_by_hami(core: Any) -> Quota:
     return Quota(gpus=gpus, gpumem_mb=mem, gpucores=cores)
 
 
+def waiting_for_hami(core: Any) -> tuple[str, ...]:
+    """Each unscheduled pod HAMi schedules, with HAMi's reason per node."""
+    out = []
+    for pod in core.list_pod_for_all_namespaces(field_selector="spec.nodeName=").items:
+        if pod.spec.scheduler_name != ha.SCHEDULER_NAME or (pod.status and pod.status.phase != "Pending"):
+            continue
+        reason = hami_reasons.pending_reason(core, pod.metadata.namespace, pod.metadata.name)
+        out.append(f"{pod.metadata.namespace}/{pod.metadata.name}: {reason.text}")
+    return tuple(sorted(out))
+
+
 def tenant_capacity(t: TenantConfig, core: Any | None = None) -> TenantCapacity:
-    cards = t.workers * t.gpu.cards_per_node
-    allocated, note = None, ""
+    fleet = t.fleet
+    allocated, note, waiting = None, "", ()
     if core is not None:
         try:
             allocated = allocated_by_hami(core)
+            waiting = waiting_for_hami(core)
         except Exception as exc:  # noqa: BLE001 - an unreachable tenant is reported, not fatal
             note = f"not reachable: {getattr(exc, 'reason', None) or exc}"
     return TenantCapacity(
         tenant=t.name,
         model=t.gpu.model.display_name,
-        cards=cards,
-        fleet=fleet_capacity(t.workers, t.gpu.cards_per_node, t.gpu.model),
-        quota=t.quota,
-        requested=total_usage((w.request, w.replicas) for w in t.workloads),
+        cards=fleet.nodes * fleet.cards_per_node,
+        fleet=fleet.capacity,
+        quota=t.quota.quota,
+        requested=total_usage(t.demands()),
         allocated=allocated,
         note=note,
+        waiting=waiting,
     )
 
 
-COLUMNS = ("tenant", "fleet", "quota", "requested", "remaining", "allocated (HAMi)")
+COLUMNS = ("tenant", "fleet", "quota", "requested", "remaining", "allocated (HAMi)", "waiting (HAMi's reason)")
 
 
 def _fmt(q: Quota | None) -> str:
@@ -111,6 +128,7 @@ def rows(report: list[TenantCapacity]) -> list[tuple[str, ...]]:
                 _fmt(r.requested),
                 _fmt(r.remaining),
                 allocated,
+                ("; ".join(r.waiting) or "none") if r.allocated is not None else "-",
             )
         )
     return out

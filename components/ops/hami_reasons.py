@@ -17,7 +17,6 @@ from typing import Any
 
 from components.ops.kube import http_status
 
-HAMI_SCHEDULER_NAME = "hami-scheduler"
 FILTERING_FAILED = "FilteringFailed"
 BINDING_FAILED = "BindingFailed"
 FAILED_SCHEDULING = "FailedScheduling"

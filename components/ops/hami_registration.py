@@ -16,9 +16,9 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from components.config.names import HAMI_NAMESPACE
 from components.ops.kube import http_status
 
-HAMI_NAMESPACE = "hami-system"
 # The chart's scheduler Service and its metrics port name.
 METRICS_SERVICE = "hami-scheduler:monitor"
 # (metric, node label, device label) per HAMi version.

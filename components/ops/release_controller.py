@@ -102,7 +102,7 @@ def _key(pod: Mapping[str, Any]) -> tuple[str, str]:
 def _unschedulable(pod: Mapping[str, Any]) -> str | None:
     """The PodScheduled=False condition's message of a pod HAMi schedules, if any."""
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
-    if spec.get("nodeName") or spec.get("schedulerName") != hami_reasons.HAMI_SCHEDULER_NAME:
+    if spec.get("nodeName") or spec.get("schedulerName") != ha.SCHEDULER_NAME:
         return None
     for cond in status.get("conditions") or []:
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False":

@@ -10,6 +10,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.model import TenantConfig
+from components.config.names import tenant_provider
 
 TCP_API_VERSION = "kamaji.clastix.io/v1alpha1"
 TCP_KIND = "TenantControlPlane"
@@ -143,7 +144,7 @@ class Tenant(pulumi.ComponentResource):
         )
         self.endpoint = pulumi.Output.from_input(f"https://{args.address}:{t.api_port}")
         self.provider = k8s.Provider(
-            f"{name}-k8s",
+            tenant_provider(t.name),
             kubeconfig=self.automation_kubeconfig,
             opts=pulumi.ResourceOptions(parent=self),
         )

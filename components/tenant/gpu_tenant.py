@@ -8,6 +8,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.model import HamiConfig, TenantConfig
+from components.config.names import worker_name
 from components.tenant.control_plane import Tenant, TenantArgs
 from components.tenant.gpu_inventory import MockGpuInventory, MockGpuInventoryArgs
 from components.tenant.gpu_quota import GpuQuota
@@ -15,7 +16,7 @@ from components.tenant.gpu_workload import GpuWorkload, GpuWorkloadArgs
 from components.tenant.hami import Hami, HamiArgs
 from components.tenant.lock_releaser import LockReleaser, LockReleaserArgs
 from components.tenant.network import TenantNetwork
-from components.tenant.worker_node import NodeBootstrap, WorkerNode, WorkerNodeArgs, token_id, worker_name
+from components.tenant.worker_node import NodeBootstrap, WorkerNode, WorkerNodeArgs, token_id
 
 
 @dataclass
@@ -133,7 +134,7 @@ class GpuTenant(pulumi.ComponentResource):
         ]
         self.quota = GpuQuota(
             f"{name}-quota",
-            t.quota,
+            t.quota.quota,
             ["default", *sorted(namespaces)],
             provider,
             depends_on=self.namespaces,

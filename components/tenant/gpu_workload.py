@@ -9,7 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.model import WorkloadConfig
-from components.config.names import TENANT_LABEL, WORKLOAD_LABEL
+from components.config.names import FAIL_ON_PENDING_ANNOTATION, TENANT_LABEL, WORKLOAD_LABEL
 from components.gpu.hami_annotations import USE_GPU_TYPE
 from components.providers.bind_release import BindRelease
 
@@ -31,6 +31,8 @@ def pod_annotations(w: WorkloadConfig) -> dict[str, str]:
     annotations = {"pulumi.com/skipAwait": "true"}
     if w.card_type:
         annotations[USE_GPU_TYPE] = w.card_type
+    if not w.fail_on_pending:
+        annotations[FAIL_ON_PENDING_ANNOTATION] = "false"
     return annotations
 
 

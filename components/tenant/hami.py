@@ -9,10 +9,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import versions
+from components.config.names import HAMI_NAMESPACE
 from components.providers.hami_registration import HamiRegistration
 from components.providers.webhook_probe import HamiWebhookProbe
 
-HAMI_NAMESPACE = "hami-system"
 # A release name containing "hami" keeps the chart's fullname "hami" (hami-scheduler, ...).
 HAMI_RELEASE = "hami"
 HELM_TIMEOUT_SECONDS = 900

@@ -47,11 +47,6 @@ def token_id(project: str, stack: str, tenant: str) -> str:
     return hashlib.sha256(f"{project}/{stack}/{tenant}".encode()).hexdigest()[:6]
 
 
-def worker_name(cluster: str, tenant: str, index: int) -> str:
-    """Container, hostname and Node name of a worker; unique per lab and tenant."""
-    return f"{cluster}-{tenant}-worker-{index}"
-
-
 class NodeBootstrap(pulumi.ComponentResource):
     """A kubeadm bootstrap token Secret and the node-bootstrap RBAC, in the tenant."""
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,10 +46,9 @@ def outputs(docker_host: None) -> dict[str, Any]:
 
 
 def tenant_core(outputs: dict[str, Any], tenant: str) -> Any:
-    from kubernetes import client, config
+    from components.ops.kube import core_api
 
-    kubeconfig = yaml.safe_load(outputs[tenant]["kubeconfig"])
-    return client.CoreV1Api(config.new_client_from_config_dict(kubeconfig))
+    return core_api(outputs[tenant]["kubeconfig"])
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,8 @@ from kubernetes import client
 
 from components.gpu import hami_annotations as ha
 from components.gpu.rules import Quota
-from components.ops.capacity_report import allocated_by_hami, build_report, load_stack
+from components.ops.capacity_report import allocated_by_hami, build_report, load_stack, render_table
+from tests.integration.hami_stand_in import hami_event, new_pod
 
 pytestmark = pytest.mark.integration
 
@@ -36,3 +37,16 @@ def test_allocated_is_summed_from_hami_annotations(cluster):
         assert a.allocated == Quota(gpus=3, gpumem_mb=40000, gpucores=50)
     finally:
         core.delete_namespace("report")
+
+
+def test_waiting_pods_are_listed_with_hamis_reason(cluster):
+    core = cluster.core()
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="report-wait")))
+    try:
+        new_pod(core, "report-wait", "fourth", scheduler=ha.SCHEDULER_NAME)
+        hami_event(core, "report-wait", "fourth", "FilteringFailed", "1 nodes CardInsufficientCore(team-a-worker-0)")
+        a, _ = build_report(load_stack("dev"), {"team-a": cluster.kubeconfig_text})
+        assert "report-wait/fourth: HAMi: CardInsufficientCore on team-a-worker-0" in " ".join(a.waiting)
+        assert "CardInsufficientCore on team-a-worker-0" in render_table([a])
+    finally:
+        core.delete_namespace("report-wait")

@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 
 from components.gpu import hami_annotations as ha
-from components.providers import webhook_probe as wp
+from components.ops import webhook_probe as wp
 from components.providers.node_gpu_capacity import NodeGpuCapacityProvider
 from tests.integration.cluster import add_node, start_cluster
 from tests.integration.conftest import require

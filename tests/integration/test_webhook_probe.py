@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 from kubernetes import client
 
-from components.providers import webhook_probe as wp
+from components.ops import webhook_probe as wp
 from tests.integration.cluster import free_port, self_signed
 
 pytestmark = pytest.mark.integration

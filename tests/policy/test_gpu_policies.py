@@ -11,6 +11,7 @@ from google.protobuf import struct_pb2
 from pulumi.runtime import proto
 from pulumi_policy import (
     EnforcementLevel,
+    PolicyProviderResource,
     PolicyResource,
     PolicyResourceOptions,
     ResourceValidationArgs,
@@ -20,22 +21,19 @@ from pulumi_policy import (
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "policy"))
 import gpu_policies as gp  # noqa: E402
 
-CONFIG = {
-    "tenants": {
-        "team-a": {
-            "model": "A100-80GB",
-            "nodes": 1,
-            "cardsPerNode": 1,
-            "quota": {"gpus": 10, "gpumemMb": 81920, "gpucoresPercent": 100},
-        },
-        "team-b": {
-            "model": "L4",
-            "nodes": 1,
-            "cardsPerNode": 4,
-            "quota": {"gpus": 40, "gpumemMb": 92136, "gpucoresPercent": 400},
-        },
-    }
+TEAM_A = {
+    "name": "team-a",
+    "workers": 1,
+    "gpu": {"model": "A100-80GB", "cardsPerNode": 1},
+    "quota": {"gpus": 10, "gpumemMb": 81920, "gpucoresPercent": 100},
 }
+TEAM_B = {
+    "name": "team-b",
+    "gpu": {"model": "L4", "cardsPerNode": 4},
+    "quota": {"gpus": 40, "gpumemMb": 92136, "gpucoresPercent": 400},
+}
+# The pack's config has the stack config's own shape: {"tenants": [<as in gpu-tenancy:tenants>]}.
+CONFIG = {"tenants": [TEAM_A, TEAM_B]}
 OPTS = PolicyResourceOptions(False, [], False, [], None, [])
 POLICY = {p.name: p for p in gp.POLICIES}
 
@@ -68,9 +66,17 @@ def obj(kind: str, name: str, spec: dict, tenant: str = "team-a", replicas: int 
     return typ, {"metadata": meta, "spec": body}
 
 
-def run_resource(policy: str, typ: str, props: dict, config: dict = CONFIG) -> list[str]:
+def provider(name: str) -> PolicyProviderResource:
+    return PolicyProviderResource(
+        "pulumi:providers:kubernetes", {}, f"urn:pulumi:s::p::pulumi:providers:kubernetes::{name}", name
+    )
+
+
+def run_resource(
+    policy: str, typ: str, props: dict, config: dict = CONFIG, via: PolicyProviderResource | None = None
+) -> list[str]:
     out: list[str] = []
-    args = ResourceValidationArgs(typ, props, f"urn:pulumi:s::p::{typ}::x", "x", OPTS, None, config)
+    args = ResourceValidationArgs(typ, props, f"urn:pulumi:s::p::{typ}::x", "x", OPTS, via, config)
     POLICY[policy].validate(args, lambda msg, urn=None: out.append(msg))
     return out
 
@@ -168,16 +174,93 @@ def test_misfits_fail_naming_tenant_workload_and_numbers(label, resource, text):
 def test_unlabelled_object_of_the_only_tenant_is_checked():
     typ, props = slice_pod("p", mem=90000)
     del props["metadata"]["labels"]
-    config = {"tenants": {"team-a": CONFIG["tenants"]["team-a"]}}
+    config = {"tenants": [TEAM_A]}
     assert run_resource("gpu-request-fits-one-card", typ, props, config)
+    assert run_resource("gpu-tenant-known", typ, props, config) == []
 
 
-def test_object_of_no_known_tenant_is_reported_as_unchecked():
-    typ, props = slice_pod("p", mem=90000)
+# --- fail closed: what cannot be attributed to a configured quota is refused -----------------
+
+
+def test_unattributable_object_in_a_multi_tenant_stack_is_refused():
+    typ, props = slice_pod("p")
     del props["metadata"]["labels"]
-    assert run_resource("gpu-request-fits-one-card", typ, props) == []
-    (msg,) = run_resource("gpu-values-unknown-at-preview", typ, props)
-    assert "cannot tell which tenant" in msg
+    (msg,) = run_resource("gpu-tenant-known", typ, props)
+    assert "cannot tell which tenant it belongs to (configured: team-a, team-b); label it gpu-tenancy/tenant" in msg
+    assert POLICY["gpu-tenant-known"].enforcement_level == EnforcementLevel.MANDATORY
+
+
+def test_no_quota_configured_is_refused():
+    gp.STACK_CONFIG.clear()
+    typ, props = slice_pod("p")
+    (msg,) = run_resource("gpu-tenant-known", typ, props, config={})
+    assert "no tenant quota is configured" in msg and "--policy-pack-config" in msg
+    assert run_resource("gpu-tenant-known", *obj("Pod", "cpu", pod_spec(container({"cpu": "1"}))), config={}) == []
+
+
+def test_label_naming_an_unconfigured_tenant_is_refused_even_with_one_tenant():
+    typ, props = slice_pod("p", tenant="team-z")
+    (msg,) = run_resource("gpu-tenant-known", typ, props, config={"tenants": [TEAM_A]})
+    assert "gpu-tenancy/tenant=team-z, a tenant with no quota configured (configured: team-a)" in msg
+
+
+def test_a_label_cannot_move_usage_to_another_tenants_quota():
+    typ, props = slice_pod("p", tenant="team-b")
+    (msg,) = run_resource("gpu-tenant-known", typ, props, via=provider("team-a-cp-k8s"))
+    assert "labelled gpu-tenancy/tenant=team-b but created through tenant team-a's provider" in msg
+    assert run_resource("gpu-tenant-known", typ, props, via=provider("team-b-cp-k8s")) == []
+
+
+def test_the_provider_attributes_an_unlabelled_object():
+    typ, props = slice_pod("p", mem=24000)
+    del props["metadata"]["labels"]
+    (msg,) = run_resource("gpu-request-fits-one-card", typ, props, via=provider("team-b-cp-k8s"))
+    assert msg.startswith("tenant team-b:") and "exceeds one NVIDIA L4 24GB card" in msg
+
+
+def test_invalid_tenant_config_is_refused_not_ignored():
+    bad = {"tenants": [{**TEAM_A, "quota": {"gpus": 0, "gpumemMb": 81920, "gpucoresPercent": 100}}]}
+    (msg,) = run_resource("gpu-tenant-known", *slice_pod("p"), config=bad)
+    assert "are invalid" in msg and "gpu-tenancy:tenants[0].quota.gpus: must be 1-" in msg
+
+
+def test_two_whole_card_containers_of_one_pod_are_not_split_across_nodes():
+    two_nodes = {
+        "tenants": [{**TEAM_A, "workers": 2, "quota": {"gpus": 20, "gpumemMb": 163840, "gpucoresPercent": 200}}]
+    }
+    pair = obj(
+        "Pod", "pair", pod_spec(container({"nvidia.com/gpu": "1"}, "a"), container({"nvidia.com/gpu": "1"}, "b"))
+    )
+    (msg,) = run_resource("gpu-request-fits-one-card", *pair, config=two_nodes)
+    assert "a pod's containers all run on one node" in msg
+    (fit,) = run_stack("gpu-fleet-fit", [pair], config=two_nodes)
+    assert "Pod pair[0] cannot be placed" in fit
+
+
+def test_declared_may_stay_pending_counts_for_quota_but_not_fit():
+    typ, props = slice_pod("waits", mem=20000, cores=30)
+    props["metadata"]["annotations"] = {"gpu-tenancy/fail-on-pending": "false"}
+    pods = [slice_pod(f"p{i}") for i in range(3)] + [(typ, props)]
+    assert run_stack("gpu-fleet-fit", pods) == []
+    (msg,) = run_stack("gpu-quota-per-tenant", pods)
+    assert "gpucores % 120 > quota 100" in msg
+
+
+def test_unknown_replicas_count_as_one_and_are_said():
+    from pulumi_policy.proxy import UNKNOWN_NUMBER_VALUE, unknown_checking_proxy
+
+    typ, props = obj(
+        "Deployment", "d", pod_spec(container({"nvidia.com/gpumem": "20000", "nvidia.com/gpucores": "30"})), replicas=9
+    )
+    props["spec"]["replicas"] = UNKNOWN_NUMBER_VALUE
+    props = unknown_checking_proxy(props)
+    w = gp.workload_of(typ, props, "d")
+    assert w.replicas == 1 and w.unknown == ["spec.replicas"]
+    (said,) = run_resource("gpu-values-unknown-at-preview", typ, props)
+    assert "unknown spec.replicas (replicas counted as 1)" in said
+    pods = [slice_pod(f"p{i}") for i in range(3)] + [(typ, props)]
+    (msg,) = run_stack("gpu-quota-per-tenant", pods)
+    assert "gpucores % 120 > quota 100" in msg and "Deployment d x1" in msg
 
 
 # --- stack policies: quota sums and fleet fit -------------------------------------------------
@@ -194,12 +277,12 @@ def test_reference_lab_fourth_30_percent_pod_does_not_fit():
     (quota,) = run_stack("gpu-quota-per-tenant", pods)
     assert "tenant team-a is over its GPU quota: gpucores % 120 > quota 100" in quota
     (fit,) = run_stack("gpu-fleet-fit", pods)
-    assert fit.startswith("tenant team-a: Pod p3[0]/main cannot be placed")
+    assert fit.startswith("tenant team-a: Pod p3[0] cannot be placed")
 
 
 def test_90000_mb_pod_cannot_be_placed():
     (fit,) = run_stack("gpu-fleet-fit", [slice_pod("huge", mem=90000)])
-    assert "Pod huge[0]/main" in fit and "81920 MB" in fit
+    assert "Pod huge[0]" in fit and "81920 MB" in fit
 
 
 def test_deployment_replicas_count_against_quota():
@@ -304,4 +387,5 @@ def test_quotas_come_from_the_stack_config_when_the_pack_has_none():
         assert "gpucores % 120 > quota 100" in msg
     finally:
         gp.STACK_CONFIG.clear()
-    assert run_stack("gpu-quota-per-tenant", pods, config={}) == []
+    (refused,) = run_resource("gpu-tenant-known", *pods[0], config={})
+    assert "no tenant quota is configured" in refused
