@@ -7,9 +7,9 @@ exported for team stacks; `team` one team's tenants on a platform reached by Sta
 import pulumi
 
 from components.config.model import MODE_KUBECONFIG, ROLE_PLATFORM, ROLE_TEAM, ConfigError, load_stack_config
-from components.platform.kamaji import KamajiPlatform
+from components.platform.kamaji import KamajiPlatform, KamajiPlatformArgs
 from components.platform.management_cluster import ManagementCluster, ManagementClusterArgs
-from components.platform.platform_link import PlatformLink, platform_outputs
+from components.platform.platform_link import PlatformLink, PlatformLinkArgs, platform_outputs
 from components.platform.releaser_image import ReleaserImage, ReleaserImageArgs
 from components.tenant.gpu_tenant import GpuTenant, GpuTenantArgs
 
@@ -27,7 +27,7 @@ except ConfigError as exc:
     raise pulumi.RunError(str(exc)) from None
 
 if cfg.role == ROLE_TEAM:
-    link = PlatformLink("platform", cfg)
+    link = PlatformLink("platform", PlatformLinkArgs(config=cfg))
     management_provider, network, datastore, kamaji = link.provider, link.network, link.datastore, None
 else:
     cluster = ManagementCluster(
@@ -37,7 +37,7 @@ else:
             kubeconfig=config.require_secret("kubeconfig") if cfg.cluster.mode == MODE_KUBECONFIG else None,
         ),
     )
-    platform = KamajiPlatform("kamaji", cluster.provider)
+    platform = KamajiPlatform("kamaji", KamajiPlatformArgs(provider=cluster.provider))
     management_provider, network, datastore, kamaji = (
         cluster.provider,
         cluster.network.name,
@@ -63,7 +63,7 @@ for t in cfg.tenants:
             network=network,
             datastore=datastore,
             releaser_image=releaser.ref,
-            kamaji=kamaji,
+            depends_on=[kamaji] if kamaji else [],
         ),
     )
     pulumi.export(

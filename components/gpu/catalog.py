@@ -46,11 +46,3 @@ GPU_MODELS: dict[str, GpuModel] = {
         ),
     )
 }
-
-
-def gpu_model(key: str) -> GpuModel:
-    """Return the model for a config key; KeyError names the allowed keys."""
-    try:
-        return GPU_MODELS[key]
-    except KeyError:
-        raise KeyError(f"unknown GPU model {key!r}; allowed: {', '.join(sorted(GPU_MODELS))}") from None

@@ -15,14 +15,12 @@ from datetime import UTC, datetime
 
 # Node annotations.
 NODE_REGISTER = "hami.io/node-nvidia-register"
-NODE_HANDSHAKE = "hami.io/node-handshake"
 NODE_LOCK = "hami.io/mutex.lock"
 # Node label the HAMi chart selects device-plugin nodes with.
 GPU_NODE_LABEL = ("gpu", "on")
 
 # Pod annotations written by HAMi.
 VGPU_NODE = "hami.io/vgpu-node"
-DEVICES_TO_ALLOCATE = "hami.io/vgpu-devices-to-allocate"
 DEVICES_ALLOCATED = "hami.io/vgpu-devices-allocated"
 BIND_PHASE = "hami.io/bind-phase"
 BIND_TIME = "hami.io/bind-time"

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import versions
+from components.platform.helm import Chart, HelmReleaseArgs, helm_release
 
 CERT_MANAGER_NAMESPACE = "cert-manager"
 KAMAJI_NAMESPACE = "kamaji-system"
 # The release must be named "kamaji": the chart's CRDs hard-wire kamaji-system/kamaji-* names.
 KAMAJI_RELEASE = "kamaji"
 DEFAULT_DATASTORE = "default"
-HELM_TIMEOUT_SECONDS = 900
+CERT_MANAGER = Chart(
+    "cert-manager", versions.CERT_MANAGER_CHART, versions.CERT_MANAGER_VERSION, versions.CERT_MANAGER_REPO
+)
+KAMAJI = Chart(KAMAJI_RELEASE, versions.KAMAJI_CHART, versions.KAMAJI_CHART_VERSION, versions.KAMAJI_REPO)
 
 
 def cert_manager_values() -> dict[str, Any]:
@@ -36,6 +41,11 @@ def kamaji_values() -> dict[str, Any]:
     }
 
 
+@dataclass
+class KamajiPlatformArgs:
+    provider: k8s.Provider
+
+
 class KamajiPlatform(pulumi.ComponentResource):
     """cert-manager (ready, CRDs in place) -> Kamaji + default DataStore, as real Helm releases.
 
@@ -47,31 +57,17 @@ class KamajiPlatform(pulumi.ComponentResource):
     release: k8s.helm.v3.Release
     datastore_name: str
 
-    def __init__(self, name: str, provider: k8s.Provider, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: KamajiPlatformArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:KamajiPlatform", name, None, opts)
-        self.cert_manager = k8s.helm.v3.Release(
+        self.cert_manager = helm_release(
             f"{name}-cert-manager",
-            name="cert-manager",
-            chart=versions.CERT_MANAGER_CHART,
-            version=versions.CERT_MANAGER_VERSION,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.CERT_MANAGER_REPO),
-            namespace=CERT_MANAGER_NAMESPACE,
-            create_namespace=True,
-            values=cert_manager_values(),
-            timeout=HELM_TIMEOUT_SECONDS,
-            opts=pulumi.ResourceOptions(parent=self, provider=provider),
+            HelmReleaseArgs(CERT_MANAGER, CERT_MANAGER_NAMESPACE, cert_manager_values(), args.provider),
+            parent=self,
         )
-        self.release = k8s.helm.v3.Release(
+        self.release = helm_release(
             f"{name}-kamaji",
-            name=KAMAJI_RELEASE,
-            chart=versions.KAMAJI_CHART,
-            version=versions.KAMAJI_CHART_VERSION,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.KAMAJI_REPO),
-            namespace=KAMAJI_NAMESPACE,
-            create_namespace=True,
-            values=kamaji_values(),
-            timeout=HELM_TIMEOUT_SECONDS,
-            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[self.cert_manager]),
+            HelmReleaseArgs(KAMAJI, KAMAJI_NAMESPACE, kamaji_values(), args.provider, depends_on=[self.cert_manager]),
+            parent=self,
         )
         self.datastore_name = DEFAULT_DATASTORE
         self.register_outputs({"kamaji": self.release.status})

@@ -7,6 +7,7 @@ reaches the management cluster, that its tenants are the ones the platform reser
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -42,6 +43,11 @@ def _checked(platform: dict[str, Any], cfg: StackConfig) -> dict[str, Any]:
     return platform
 
 
+@dataclass
+class PlatformLinkArgs:
+    config: StackConfig
+
+
 class PlatformLink(pulumi.ComponentResource):
     """StackReference to the platform + a management Provider, gated on the team check."""
 
@@ -49,8 +55,9 @@ class PlatformLink(pulumi.ComponentResource):
     network: pulumi.Output[str]
     datastore: pulumi.Output[str]
 
-    def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: PlatformLinkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:PlatformLink", name, None, opts)
+        cfg = args.config
         if cfg.platform_stack is None:
             raise ValueError("a PlatformLink needs the platform stack's name")
         ref = pulumi.StackReference(cfg.platform_stack, opts=pulumi.ResourceOptions(parent=self))

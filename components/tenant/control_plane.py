@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -87,7 +87,7 @@ class TenantArgs:
     project: str
     stack: str
     # Kamaji's release: the TCP must be created after, and deleted before, Kamaji.
-    kamaji: pulumi.Resource | None = None
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
 
 
 def _decode(data: dict[str, str], key: str) -> str:
@@ -129,7 +129,7 @@ class Tenant(pulumi.ComponentResource):
                 t, args.address, args.datastore, datastore_schema(args.project, args.stack, t.name)
             ),
             opts=pulumi.ResourceOptions.merge(
-                mgmt, pulumi.ResourceOptions(depends_on=[args.kamaji] if args.kamaji else [])
+                mgmt, pulumi.ResourceOptions(depends_on=args.depends_on)
             ),
         )
         # The id is built from the TCP's id, which is known only once the TCP exists and is Ready

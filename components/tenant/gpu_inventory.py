@@ -53,7 +53,7 @@ class MockGpuInventoryArgs:
     provider: k8s.Provider
     kubeconfig: pulumi.Input[str]
     # Whatever makes the Node objects exist (the kubeadm joins); no data flows from them.
-    node_ready: list[pulumi.Resource] = field(default_factory=list)
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
 
 
 class MockGpuInventory(pulumi.ComponentResource):
@@ -75,7 +75,7 @@ class MockGpuInventory(pulumi.ComponentResource):
                     labels=dict((GPU_NODE_LABEL, MOCK_GPU_NODE_LABEL)),
                     annotations={NODE_REGISTER: encode_node_register(node_devices(args.tenant, node, args.fleet))},
                 ),
-                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.node_ready),
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.depends_on),
             )
             self.patches.append(patch)
             self.capacities.append(

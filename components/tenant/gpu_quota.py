@@ -3,6 +3,8 @@ preview-time policy check. HAMi's webhook and scheduler honour `limits.nvidia.co
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -20,6 +22,15 @@ def quota_hard(q: Quota) -> dict[str, str]:
     }
 
 
+@dataclass
+class GpuQuotaArgs:
+    quota: Quota
+    namespaces: list[str]
+    provider: k8s.Provider
+    # The namespaces themselves, when the stack creates them.
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
+
+
 class GpuQuota(pulumi.ComponentResource):
     """One ResourceQuota per namespace the tenant's GPU workloads use.
 
@@ -27,23 +38,15 @@ class GpuQuota(pulumi.ComponentResource):
     the preview policy sums the tenant's workloads across namespaces.
     """
 
-    def __init__(
-        self,
-        name: str,
-        quota: Quota,
-        namespaces: list[str],
-        provider: k8s.Provider,
-        depends_on: list[pulumi.Resource] | None = None,
-        opts: pulumi.ResourceOptions | None = None,
-    ):
+    def __init__(self, name: str, args: GpuQuotaArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:GpuQuota", name, None, opts)
         self.quotas = [
             k8s.core.v1.ResourceQuota(
                 f"{name}-{ns}",
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=QUOTA_NAME, namespace=ns),
-                spec=k8s.core.v1.ResourceQuotaSpecArgs(hard=quota_hard(quota)),
-                opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on or []),
+                spec=k8s.core.v1.ResourceQuotaSpecArgs(hard=quota_hard(args.quota)),
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.depends_on),
             )
-            for ns in namespaces
+            for ns in args.namespaces
         ]
         self.register_outputs({})

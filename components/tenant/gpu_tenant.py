@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -11,12 +11,12 @@ from components.config.model import HamiConfig, TenantConfig
 from components.config.names import worker_name
 from components.tenant.control_plane import Tenant, TenantArgs
 from components.tenant.gpu_inventory import MockGpuInventory, MockGpuInventoryArgs
-from components.tenant.gpu_quota import GpuQuota
+from components.tenant.gpu_quota import GpuQuota, GpuQuotaArgs
 from components.tenant.gpu_workload import GpuWorkload, GpuWorkloadArgs
 from components.tenant.hami import Hami, HamiArgs
 from components.tenant.lock_releaser import LockReleaser, LockReleaserArgs
-from components.tenant.network import TenantNetwork
-from components.tenant.worker_node import NodeBootstrap, WorkerNode, WorkerNodeArgs, token_id
+from components.tenant.network import TenantNetwork, TenantNetworkArgs
+from components.tenant.worker_node import NodeBootstrap, NodeBootstrapArgs, WorkerNode, WorkerNodeArgs, token_id
 
 
 @dataclass
@@ -34,7 +34,7 @@ class GpuTenantArgs:
     # The release controller's image (ReleaserImage.ref), built once per stack on the lab host.
     releaser_image: pulumi.Input[str]
     # Kamaji's release, when this stack installs it (the TCP goes after it, and before it on destroy).
-    kamaji: pulumi.Resource | None = None
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
 
 
 class GpuTenant(pulumi.ComponentResource):
@@ -59,13 +59,15 @@ class GpuTenant(pulumi.ComponentResource):
                 datastore=args.datastore,
                 project=args.project,
                 stack=args.stack,
-                kamaji=args.kamaji,
+                depends_on=args.depends_on,
             ),
             opts=child,
         )
         provider = self.control_plane.provider
         self.bootstrap = NodeBootstrap(
-            f"{name}-bootstrap", token_id(args.project, args.stack, t.name), provider, opts=child
+            f"{name}-bootstrap",
+            NodeBootstrapArgs(token_public=token_id(args.project, args.stack, t.name), provider=provider),
+            opts=child,
         )
         self.workers = [
             WorkerNode(
@@ -83,7 +85,9 @@ class GpuTenant(pulumi.ComponentResource):
             for i in range(t.workers)
         ]
         self.network = TenantNetwork(
-            f"{name}-network", self.workers[0].container.name, t.pod_cidr, provider, opts=child
+            f"{name}-network",
+            TenantNetworkArgs(container_name=self.workers[0].container.name, pod_cidr=t.pod_cidr, provider=provider),
+            opts=child,
         )
         joins: list[pulumi.Resource] = [w.join for w in self.workers]
         self.inventory = MockGpuInventory(
@@ -94,7 +98,7 @@ class GpuTenant(pulumi.ComponentResource):
                 nodes=[w.node_name for w in self.workers],
                 provider=provider,
                 kubeconfig=self.control_plane.automation_kubeconfig,
-                node_ready=joins,
+                depends_on=joins,
             ),
             opts=child,
         )
@@ -134,10 +138,12 @@ class GpuTenant(pulumi.ComponentResource):
         ]
         self.quota = GpuQuota(
             f"{name}-quota",
-            t.quota.quota,
-            ["default", *sorted(namespaces)],
-            provider,
-            depends_on=self.namespaces,
+            GpuQuotaArgs(
+                quota=t.quota.quota,
+                namespaces=["default", *sorted(namespaces)],
+                provider=provider,
+                depends_on=list(self.namespaces),
+            ),
             opts=child,
         )
         self.workloads = [

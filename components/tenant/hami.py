@@ -10,12 +10,13 @@ import pulumi_kubernetes as k8s
 
 from components.config import versions
 from components.config.names import HAMI_NAMESPACE
+from components.platform.helm import Chart, HelmReleaseArgs, helm_release
 from components.providers.hami_registration import HamiRegistration
 from components.providers.webhook_probe import HamiWebhookProbe
 
 # A release name containing "hami" keeps the chart's fullname "hami" (hami-scheduler, ...).
 HAMI_RELEASE = "hami"
-HELM_TIMEOUT_SECONDS = 900
+HAMI = Chart(HAMI_RELEASE, versions.HAMI_CHART, versions.HAMI_CHART_VERSION, versions.HAMI_REPO)
 
 
 def hami_values(kubernetes_version: str, node_lock_timeout: str) -> dict[str, Any]:
@@ -75,17 +76,16 @@ class Hami(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: HamiArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:Hami", name, None, opts)
-        self.release = k8s.helm.v3.Release(
+        self.release = helm_release(
             f"{name}-release",
-            name=HAMI_RELEASE,
-            chart=versions.HAMI_CHART,
-            version=versions.HAMI_CHART_VERSION,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.HAMI_REPO),
-            namespace=HAMI_NAMESPACE,
-            create_namespace=True,
-            values=hami_values(args.kubernetes_version, args.node_lock_timeout),
-            timeout=HELM_TIMEOUT_SECONDS,
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.depends_on),
+            HelmReleaseArgs(
+                HAMI,
+                HAMI_NAMESPACE,
+                hami_values(args.kubernetes_version, args.node_lock_timeout),
+                args.provider,
+                depends_on=args.depends_on,
+            ),
+            parent=self,
         )
         revision = self.release.status.apply(_revision)
         self.webhook = HamiWebhookProbe(

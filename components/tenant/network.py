@@ -7,6 +7,7 @@ the tenant's pod CIDR, so the CNI always matches the node image's release.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import pulumi
 import pulumi_command as command
@@ -26,18 +27,20 @@ def render_kindnet(template: str, pod_cidr: str) -> str:
     return rendered
 
 
+@dataclass
+class TenantNetworkArgs:
+    # A worker container whose image ships the CNI template.
+    container_name: pulumi.Input[str]
+    pod_cidr: str
+    provider: k8s.Provider
+
+
 class TenantNetwork(pulumi.ComponentResource):
     """Reads the CNI template from a worker container and applies it in the tenant."""
 
-    def __init__(
-        self,
-        name: str,
-        container_name: pulumi.Input[str],
-        pod_cidr: str,
-        provider: k8s.Provider,
-        opts: pulumi.ResourceOptions | None = None,
-    ):
+    def __init__(self, name: str, args: TenantNetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:TenantNetwork", name, None, opts)
+        container_name, pod_cidr = args.container_name, args.pod_cidr
         template = command.local.Command(
             f"{name}-cni-template",
             create=f'docker exec "$NODE" cat {CNI_TEMPLATE_PATH}',
@@ -49,6 +52,6 @@ class TenantNetwork(pulumi.ComponentResource):
         self.cni = k8s.yaml.v2.ConfigGroup(
             f"{name}-kindnet",
             yaml=template.stdout.apply(lambda t: render_kindnet(t, pod_cidr)),
-            opts=pulumi.ResourceOptions(parent=self, provider=provider),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
         )
         self.register_outputs({})

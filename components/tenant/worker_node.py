@@ -47,19 +47,21 @@ def token_id(project: str, stack: str, tenant: str) -> str:
     return hashlib.sha256(f"{project}/{stack}/{tenant}".encode()).hexdigest()[:6]
 
 
+@dataclass
+class NodeBootstrapArgs:
+    # The token's public half (token_id): 6 characters [a-z0-9].
+    token_public: str
+    provider: k8s.Provider
+
+
 class NodeBootstrap(pulumi.ComponentResource):
     """A kubeadm bootstrap token Secret and the node-bootstrap RBAC, in the tenant."""
 
     token: pulumi.Output[str]
 
-    def __init__(
-        self,
-        name: str,
-        token_public: str,
-        provider: k8s.Provider,
-        opts: pulumi.ResourceOptions | None = None,
-    ):
+    def __init__(self, name: str, args: NodeBootstrapArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:NodeBootstrap", name, None, opts)
+        token_public, provider = args.token_public, args.provider
         gen = command.local.Command(
             f"{name}-token-secret",
             create=MAKE_TOKEN_SECRET,

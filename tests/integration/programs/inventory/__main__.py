@@ -8,13 +8,12 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.model import GpuFleet
-from components.gpu.catalog import gpu_model
 from components.tenant.gpu_inventory import MockGpuInventory, MockGpuInventoryArgs
 
 config = pulumi.Config()
 kubeconfig = config.require_secret("kubeconfig")
 provider = k8s.Provider("adopted", kubeconfig=kubeconfig)
-fleet = GpuFleet(model=gpu_model(config.require("model")), cards_per_node=config.require_int("cardsPerNode"))
+fleet = GpuFleet.model_validate({"model": config.require("model"), "cardsPerNode": config.require_int("cardsPerNode")})
 inventory = MockGpuInventory(
     "gpus",
     MockGpuInventoryArgs(
