@@ -25,6 +25,8 @@ try:
     )
 except ConfigError as exc:
     raise pulumi.RunError(str(exc)) from None
+for warning in cfg.warnings:
+    pulumi.log.warn(f"{project}:{warning}")
 
 if cfg.role == ROLE_TEAM:
     link = PlatformLink("platform", PlatformLinkArgs(config=cfg))

@@ -96,8 +96,8 @@ def _integer(lo: int, hi: int, unit: str = "", mb: bool = False) -> Any:
             hint = ""
             if mb and isinstance(value, str) and _UNITS.fullmatch(value):
                 hint = " (units are not accepted: give plain MB, e.g. 10240 for 10Gi)"
-            what = "a plain integer in MB" if mb else "an integer"
-            raise _fail(f"must be {what} {lo}-{hi}{unit}, got {value!r}{hint}")
+            what = f"a plain integer in MB ({lo}-{hi})" if mb else f"an integer {lo}-{hi}{unit}"
+            raise _fail(f"must be {what}, got {value!r}{hint}")
         if not lo <= value <= hi:
             raise _fail(f"must be {lo}-{hi}{unit}, got {value}")
         return value

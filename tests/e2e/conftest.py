@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def _pulumi(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env.setdefault("PULUMI_BACKEND_URL", f"file://{ROOT / '.pulumi-state'}")
-    env.setdefault("PULUMI_CONFIG_PASSPHRASE", "")
+    if "PULUMI_CONFIG_PASSPHRASE" not in env:
+        env.setdefault("PULUMI_CONFIG_PASSPHRASE_FILE", str(ROOT / ".pulumi-passphrase"))
     return subprocess.run(["pulumi", *args, "--stack", "dev"], cwd=ROOT, env=env, capture_output=True, text=True)
 
 

@@ -1,0 +1,48 @@
+"""The README's main command on a machine without a Docker engine: it says so within seconds,
+before building or installing anything, and leaves nothing behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_up_dev_without_docker_fails_fast_with_the_docker_message(tmp_path):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    docker = fake / "docker"
+    docker.write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon' >&2\nexit 1\n")
+    docker.chmod(0o755)
+    marker = tmp_path / "slow-step-ran"
+    for slow in ("go", "python3", "pulumi", "pip"):  # anything slow would go through one of these
+        stub = fake / slow
+        stub.write_text(f"#!/bin/sh\necho {slow} >> {marker}\nexit 1\n")
+        stub.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:/usr/bin:/bin"}
+    env.pop("PULUMI_CONFIG_PASSPHRASE", None)
+    env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
+    # a fresh clone: no .venv, no built tools, no passphrase yet
+    clone = tmp_path / "clone"
+    for rel in ("scripts", "tools", "requirements.txt", "policy/requirements.txt", "components/ops/requirements.txt"):
+        src, dst = ROOT / rel, clone / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(src, dst) if src.is_dir() else shutil.copy(src, dst)
+    proc = subprocess.run(["bash", "scripts/up-dev.sh"], cwd=clone, env=env, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 1
+    assert "no Docker engine answers" in proc.stderr
+    assert not marker.exists(), f"ran before the Docker check: {marker.read_text()}"
+    assert sorted(p.name for p in clone.iterdir()) == ["components", "policy", "requirements.txt", "scripts", "tools"]
+
+
+def test_passphrase_and_kubeconfigs_stay_out_of_git():
+    ignored = subprocess.run(
+        ["git", "check-ignore", ".pulumi-passphrase", "team-a.kubeconfig", ".pulumi-state/x"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert ignored == [".pulumi-passphrase", "team-a.kubeconfig", ".pulumi-state/x"]
