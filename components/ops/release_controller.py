@@ -257,7 +257,7 @@ class ReleaseController:
     def run(self) -> None:
         """Until stop(): watch, resume, re-list on 410, back off on errors."""
         retrying = tenacity.Retrying(
-            wait=tenacity.wait_exponential_jitter(initial=0.2, max=self.backoff_max, jitter=0.5),
+            wait=tenacity.wait_exponential_jitter(multiplier=0.2, max=self.backoff_max, jitter=0.5),
             stop=lambda _state: self.stopping.is_set(),
             sleep=self.stopping.wait,
             before_sleep=self._on_error,

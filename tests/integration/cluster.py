@@ -176,7 +176,11 @@ class TestCluster:
         """Stop kube-apiserver (etcd keeps the data), wait, start it again on the same port."""
         (api,) = [p for p in self.procs if p.args[0] == self._api_cmd[0] and p.poll() is None]
         api.terminate()
-        api.wait(timeout=30)
+        try:
+            api.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # open watches keep a graceful shutdown waiting
+            api.kill()
+            api.wait(timeout=10)
         self.procs.remove(api)
         time.sleep(down_seconds)
         self._start_apiserver()

@@ -38,7 +38,7 @@ def test_bad_config_stops_the_preview_with_one_error_and_no_resource(pulumi_cli,
     out = result.stdout + result.stderr
     assert result.returncode != 0
     assert "invalid stack config (2 problem(s))" in out
-    assert "gpu-tenancy:tenants[0].quota.gpumemMb: must be an integer" in out
+    assert "gpu-tenancy:tenants[0].quota.gpumemMb: must be a plain integer in MB" in out
     assert "gpu-tenancy:tenants[1].gpu.model: unknown GPU model 'H100'; allowed: A100-80GB, L4" in out
     assert "Traceback" not in out
     # the program stopped before registering anything: no resource but the stack appears

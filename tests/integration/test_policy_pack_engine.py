@@ -10,13 +10,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.policy.test_gpu_policies import CONFIG as POLICY_TEST_CONFIG
+from tests.policy.test_gpu_policies import TEAM_A
 from tests.unit.harness import load_config_file
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = Path(__file__).parent / "programs" / "gpu_pods"
-PACK_CONFIG = {"tenants": {"team-a": POLICY_TEST_CONFIG["tenants"]["team-a"]}}
-POLICIES = ("gpu-request-fits-one-card", "gpu-values-unknown-at-preview", "gpu-quota-per-tenant", "gpu-fleet-fit")
+PACK_CONFIG = {"tenants": [TEAM_A]}
+POLICIES = (
+    "gpu-tenant-known",
+    "gpu-request-fits-one-card",
+    "gpu-values-unknown-at-preview",
+    "gpu-quota-per-tenant",
+    "gpu-fleet-fit",
+)
 
 pytestmark = pytest.mark.integration
 
@@ -40,8 +46,11 @@ def program(pulumi_cli, cluster, tmp_path):
     cfg = tmp_path / "policy-config.json"
     cfg.write_text(json.dumps({name: PACK_CONFIG for name in POLICIES}))
 
-    def preview(workloads: list[dict], with_config: bool = True, extra_config: dict | None = None):
+    def preview(
+        workloads: list[dict], with_config: bool = True, extra_config: dict | None = None, pack: dict = PACK_CONFIG
+    ):
         pulumi_cli("config", "set", "workloads", json.dumps(workloads), cwd=work)
+        cfg.write_text(json.dumps({name: pack for name in POLICIES}))
         if extra_config:
             stack_file = work / "Pulumi.test.yaml"
             doc = yaml.safe_load(stack_file.read_text())
@@ -120,3 +129,36 @@ def test_dev_stack_quotas_and_workloads_pass_from_the_stack_config(program):
     workloads[0]["replicas"] = 4
     result = program(workloads, with_config=False, extra_config=tenants)
     assert result.returncode != 0 and "tenant team-a is over its GPU quota" in result.stdout
+
+
+def test_no_quota_configured_fails_closed(program):
+    result = program([slice_pod("p")], with_config=False)
+    assert result.returncode != 0
+    assert "gpu-tenant-known" in result.stdout and "no tenant quota is configured" in result.stdout
+
+
+def test_label_naming_an_unconfigured_tenant_fails(program):
+    pod = {**slice_pod("p"), "tenant": "team-z"}
+    result = program([pod])
+    assert result.returncode != 0
+    assert "gpu-tenancy/tenant=team-z, a tenant with no quota configured" in result.stdout
+
+
+def test_two_container_pod_that_fits_only_when_split_fails(program):
+    two_nodes = {
+        "tenants": [{**TEAM_A, "workers": 2, "quota": {"gpus": 20, "gpumemMb": 163840, "gpucoresPercent": 200}}]
+    }
+    whole = {"nvidia.com/gpu": "1"}
+    pair = {
+        "name": "pair",
+        "tenant": "team-a",
+        "containers": [{"name": "a", "limits": whole}, {"name": "b", "limits": whole}],
+    }
+    result = program([pair], pack=two_nodes)
+    assert result.returncode != 0
+    assert "gpu-request-fits-one-card" in result.stdout and "a pod's containers all run on one node" in result.stdout
+    assert "gpu-fleet-fit" in result.stdout
+    # the same two containers as two pods fit: one whole card on each node
+    apart = [{"name": f"one-{c}", "tenant": "team-a", "limits": whole} for c in "ab"]
+    result = program(apart, pack=two_nodes)
+    assert result.returncode == 0, result.stdout + result.stderr

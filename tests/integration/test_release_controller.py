@@ -273,6 +273,8 @@ def _status(port: int, path: str) -> int:
             return resp.status
     except urllib.error.HTTPError as exc:
         return exc.code
+    except urllib.error.URLError:
+        return 0  # not listening yet
 
 
 def test_command_with_least_privilege_releases_a_pod_made_with_the_plain_client(cluster, ns, node, tmp_path):

@@ -6,7 +6,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.model import load_stack_config
-from components.platform.platform_link import PlatformLink
+from components.platform.platform_link import PlatformLink, PlatformLinkArgs
 
 config = pulumi.Config()
 cfg = load_stack_config(
@@ -18,7 +18,7 @@ cfg = load_stack_config(
         "tenants": config.require_object("tenants"),
     },
 )
-link = PlatformLink("platform", cfg)
+link = PlatformLink("platform", PlatformLinkArgs(config=cfg))
 for t in cfg.tenants:
     k8s.core.v1.ConfigMap(
         f"{t.name}-link",
