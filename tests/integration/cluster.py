@@ -22,6 +22,18 @@ import yaml
 TOKEN = "gpu-tenancy-integration-admin"
 
 
+def routable_ip() -> str:
+    """A local IPv4 address that is not loopback: the API server refuses to proxy to, and
+    Endpoints refuse to name, loopback addresses. Adds 10.255.255.1/32 to lo when the machine
+    has none (root)."""
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True, text=True)
+    for line in out.stdout.splitlines():
+        return line.split()[3].split("/")[0]
+    fallback = "10.255.255.1"
+    subprocess.run(["ip", "addr", "add", f"{fallback}/32", "dev", "lo"], capture_output=True)
+    return fallback
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
