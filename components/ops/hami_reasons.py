@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from components.ops.kube import http_status
@@ -82,8 +83,18 @@ def _add(by_node: dict[str, list[str]], node: str, code: str) -> None:
         codes.append(code)
 
 
+ROUND_SECONDS = 5
+
+
 def _stamp(event: Mapping[str, Any]) -> str:
     return str(event.get("lastTimestamp") or event.get("eventTime") or event["metadata"].get("creationTimestamp"))
+
+
+def _when(event: Mapping[str, Any]) -> datetime:
+    try:
+        return datetime.fromisoformat(_stamp(event).replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.min.replace(tzinfo=UTC)
 
 
 def parse(events: list[Mapping[str, Any]], condition: str = "") -> PendingReason:
@@ -92,9 +103,10 @@ def parse(events: list[Mapping[str, Any]], condition: str = "") -> PendingReason
     hami = [e for e in events if e.get("reason") in (FILTERING_FAILED, BINDING_FAILED)]
     hami.sort(key=_stamp)
     if hami:
-        newest = _stamp(hami[-1])
-        # One Filter round writes one event per reason, all in the same second.
-        for e in (e for e in hami if _stamp(e) == newest):
+        newest = _when(hami[-1])
+        # One Filter round writes one event per reason (then "no available node"), within a
+        # moment; retries update the same events' lastTimestamp.
+        for e in (e for e in hami if (newest - _when(e)).total_seconds() <= ROUND_SECONDS):
             message = str(e.get("message") or "")
             if m := _FILTER.match(message):
                 for node in m.group(3).split(","):
@@ -110,6 +122,8 @@ def parse(events: list[Mapping[str, Any]], condition: str = "") -> PendingReason
         # HAMi 2.10 writes `<k>/<cards> <Reason>` into kube-scheduler's message itself.
         for code in _IN_MESSAGE.findall(scheduler):
             _add(by_node, "", code)
+        if m := _LOCKED.search(scheduler):
+            _add(by_node, m.group(1), NODE_LOCK_CONTENTION)
         if _UNREGISTERED.search(scheduler):
             _add(by_node, "", NODE_UNREGISTERED)
         if _QUOTA.search(scheduler):

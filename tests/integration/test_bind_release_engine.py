@@ -80,7 +80,12 @@ def test_pod_that_stays_pending_fails_the_up_with_the_scheduler_reason(pulumi_cl
 
     def scheduler():
         wait_for_pod(core, "default", "too-big")
-        mark_unschedulable(core, "default", "too-big", "0/1 nodes are available: 1 node(s) CardInsufficientCore.")
+        mark_unschedulable(
+            core,
+            "default",
+            "too-big",
+            "0/1 nodes are available: 1 1/1 CardInsufficientCore. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.",
+        )
 
     t = threading.Thread(target=scheduler)
     t.start()
@@ -99,7 +104,12 @@ def test_pending_pod_declared_on_purpose_reports_the_reason_as_output(pulumi_cli
 
     def scheduler():
         wait_for_pod(core, "default", "waits")
-        mark_unschedulable(core, "default", "waits", "0/1 nodes are available: 1 node(s) CardInsufficientMemory.")
+        mark_unschedulable(
+            core,
+            "default",
+            "waits",
+            "0/1 nodes are available: 1 1/1 CardInsufficientMemory. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.",
+        )
 
     t = threading.Thread(target=scheduler)
     t.start()

@@ -181,7 +181,12 @@ def test_unbound_pod_times_out_with_the_scheduler_reason(cluster):
             spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")]),
         ),
     )
-    mark_unschedulable(core, "default", name, "0/1 nodes are available: 1 node(s) CardInsufficientCore.")
+    mark_unschedulable(
+        core,
+        "default",
+        name,
+        "0/1 nodes are available: 1 1/1 CardInsufficientCore. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.",
+    )
     (result,) = lr.wait_and_release_pods(core, "default", timeout=1.0, names=[name], interval=0.2)
     assert result.name == name and result.outcome.status == lr.NOT_BOUND
     assert "CardInsufficientCore" in result.outcome.detail

@@ -58,3 +58,18 @@ def test_quota_and_unregistered_node():
 
 def test_nothing_yet():
     assert parse([]).text == "no scheduling event yet"
+
+
+def test_a_round_spread_over_two_seconds_is_read_whole():
+    """HAMi 2.10 writes the reason, then `no available node`, a second or two apart."""
+    events = [
+        event("FilteringFailed", "1 nodes CardInsufficientMemory(team-a-worker-0)", when="2026-12-02T10:00:00Z"),
+        event("FilteringFailed", "no available node, 1 nodes do not meet", when="2026-12-02T10:00:02Z"),
+    ]
+    assert parse(events).by_node == {"team-a-worker-0": ["CardInsufficientMemory"]}
+
+
+def test_bind_error_in_the_scheduler_condition():
+    """kube-scheduler 1.35 shows an extender bind error as the condition message (SchedulerError)."""
+    r = parse([], "node team-a-worker-0 has been locked within 5m0s: node lock contention")
+    assert r.by_node == {"team-a-worker-0": [NODE_LOCK_CONTENTION]}

@@ -1,0 +1,143 @@
+"""The real-HAMi tier: HAMi's own scheduler (extender + webhook) decides, kube-scheduler binds,
+this project's inventory, registration gate, release controller and reason reader do the rest.
+Skipped, saying why, without a HAMi scheduler binary (HAMI_SCHEDULER)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+from kubernetes import client
+
+from components.config.model import GpuFleet
+from components.gpu import hami_annotations as ha
+from components.ops import hami_reasons
+from components.ops import release_controller as rc
+from components.ops.kube import core_api
+from tests.integration.cluster import start_cluster
+from tests.integration.conftest import require
+from tests.integration.real_hami import SKIP_REASON, RealHami, add_gpu_node, binary
+
+pytestmark = pytest.mark.integration
+NODE = "team-a-worker-0"
+A100 = GpuFleet.model_validate({"model": "A100-80GB", "cardsPerNode": 1})
+
+
+@pytest.fixture(scope="module")
+def lab(tools):
+    path = binary()
+    if path is None:
+        pytest.skip(SKIP_REASON)
+    require(tools, "kube-apiserver", "kube-scheduler", "etcd", "openssl")
+    cluster = start_cluster(tools)
+    hami = RealHami(cluster, path).start()
+    cards = add_gpu_node(cluster, "team-a", NODE, A100)
+    controller = rc.ReleaseController(core_api(cluster.kubeconfig_text))
+    thread = threading.Thread(target=controller.run, daemon=True)
+    try:
+        # the project's gate: HAMi lists the node's cards in its metrics (service proxy)
+        hami.wait_registered({NODE: cards})
+        thread.start()
+        assert controller.synced.wait(30)
+        yield cluster, hami, controller
+    finally:
+        controller.stop()
+        hami.stop()
+        cluster.stop()
+
+
+@pytest.fixture
+def ns(lab):
+    cluster, _, _ = lab
+    name = f"real-{uuid.uuid4().hex[:6]}"
+    core = cluster.core()
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    for pod in core.list_namespaced_pod(name).items:  # no kubelet: pods go at once, freeing HAMi's cards
+        core.delete_namespaced_pod(pod.metadata.name, name, grace_period_seconds=0)
+
+
+def gpu_pod(core, ns: str, name: str, mem: int, cores: int) -> None:
+    """Created with the plain API client, as a team's kubectl would: nothing of the stack's."""
+    limits = {ha.RES_GPUMEM: str(mem), ha.RES_GPUCORES: str(cores)}
+    core.create_namespaced_pod(
+        ns,
+        client.V1Pod(
+            metadata=client.V1ObjectMeta(name=name),
+            spec=client.V1PodSpec(
+                containers=[
+                    client.V1Container(
+                        name="c", image="busybox", resources=client.V1ResourceRequirements(limits=limits)
+                    )
+                ]
+            ),
+        ),
+    )
+
+
+def wait_bound(core, ns: str, name: str, timeout: float = 120) -> client.V1Pod:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pod = core.read_namespaced_pod(name, ns)
+        if pod.spec.node_name and (pod.metadata.annotations or {}).get(ha.BIND_PHASE) == ha.PHASE_SUCCESS:
+            return pod
+        time.sleep(0.2)
+    raise AssertionError(f"{ns}/{name} not bound and released: {hami_reasons.pending_reason(core, ns, name).text}")
+
+
+def wait_reason(core, ns: str, name: str, code: str, timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < deadline:
+        reason = hami_reasons.pending_reason(core, ns, name)
+        text = reason.text
+        if code in reason.codes:
+            assert not core.read_namespaced_pod(name, ns).spec.node_name
+            return text
+        time.sleep(1)
+    raise AssertionError(f"{ns}/{name}: expected HAMi's {code}, got {text!r}")
+
+
+def test_hamis_webhook_sets_its_scheduler(lab, ns):
+    cluster, hami, _ = lab
+    core = cluster.core()
+    gpu_pod(core, ns, "probe", 1000, 5)
+    assert core.read_namespaced_pod("probe", ns).spec.scheduler_name == ha.SCHEDULER_NAME
+    print(f"HAMi metrics generation: {hami.metric_generation()}")
+
+
+def test_reference_lab_on_hamis_scheduler(lab, ns):
+    """Three 20000 MB / 30 % pods share the A100; a fourth 30 % pod and a 90000 MB pod wait with
+    HAMi's own reasons; every pod is released by the controller without a manual step."""
+    cluster, _, controller = lab
+    core = cluster.core()
+    for i in range(3):
+        gpu_pod(core, ns, f"share-{i}", 20000, 30)
+    pods = [wait_bound(core, ns, f"share-{i}") for i in range(3)]
+    cards = {ha.decode_pod_devices(p.metadata.annotations[ha.DEVICES_ALLOCATED])[0][0].uuid for p in pods}
+    assert cards == {f"GPU-team-a-{NODE}-0"}
+    gpu_pod(core, ns, "fourth", 20000, 30)
+    text = wait_reason(core, ns, "fourth", "CardInsufficientCore")
+    print(f"fourth: {text}")
+    assert f"CardInsufficientCore on {NODE}" in text
+    gpu_pod(core, ns, "too-big", 90000, 10)
+    text = wait_reason(core, ns, "too-big", "CardInsufficientMemory")
+    print(f"too-big: {text}")
+    assert f"CardInsufficientMemory on {NODE}" in text
+    assert controller.metrics.registry.get_sample_value("gpu_tenancy_releases_total", {"outcome": "released"}) >= 3
+    for node in core.list_node().items:
+        lock = (node.metadata.annotations or {}).get(ha.NODE_LOCK)
+        assert lock is None, f"lock left on {node.metadata.name}: {lock}"
+
+
+def test_ten_slices_created_at_once_all_bind(lab, ns):
+    """What a team's Deployment does: ten pods at once on one card, each waiting for the lock of
+    the one before; the controller releases every one."""
+    cluster, _, _ = lab
+    core = cluster.core()
+    for i in range(8):
+        gpu_pod(core, ns, f"burst-{i}", 8000, 10)
+    for i in range(8):
+        wait_bound(core, ns, f"burst-{i}", timeout=180)
