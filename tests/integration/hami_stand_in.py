@@ -13,8 +13,9 @@ from kubernetes import client
 from components.gpu import hami_annotations as ha
 
 
-def hami_bind(core: client.CoreV1Api, namespace: str, pod: str, node: str) -> float:
-    """Bind like HAMi's Bind; returns the time.monotonic() of the moment the pod is bound."""
+def hami_bind(core: client.CoreV1Api, namespace: str, pod: str, node: str, phase: str = ha.PHASE_ALLOCATING) -> float:
+    """Bind like HAMi's Bind; returns the time.monotonic() of the moment the pod is bound.
+    `phase` failed stands for a device plugin that reported the allocation failed."""
     lock = ha.encode_node_lock(ha.NodeLock(datetime.now(UTC), namespace, pod))
     core.patch_node(node, {"metadata": {"annotations": {ha.NODE_LOCK: lock}}})
     core.patch_namespaced_pod(
@@ -24,7 +25,7 @@ def hami_bind(core: client.CoreV1Api, namespace: str, pod: str, node: str) -> fl
             "metadata": {
                 "annotations": {
                     ha.VGPU_NODE: node,
-                    ha.BIND_PHASE: ha.PHASE_ALLOCATING,
+                    ha.BIND_PHASE: phase,
                     ha.BIND_TIME: str(int(time.time())),
                 }
             }
@@ -61,6 +62,14 @@ def wait_lock_free(core: client.CoreV1Api, node: str, timeout: float = 60) -> fl
             return time.monotonic()
         time.sleep(0.05)
     raise TimeoutError(f"lock on {node} not released within {timeout} s")
+
+
+# kube-scheduler 1.35's condition message when HAMi 2.10 refuses a pod on its only node (HAMi
+# 2.8.3 says `1 NodeUnfitPod` there and names the reason in its own events).
+SCHEDULER_SAYS = (
+    "0/1 nodes are available: 1 1/1 {}. preemption: 0/1 nodes are available: 1 No preemption victims found "
+    "for incoming pod."
+)
 
 
 def mark_unschedulable(core: client.CoreV1Api, namespace: str, pod: str, message: str) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from components.gpu import hami_annotations as ha
 from tests.integration.cluster import TOKEN, add_node
-from tests.integration.hami_stand_in import hami_bind, mark_unschedulable, wait_for_pod
+from tests.integration.hami_stand_in import SCHEDULER_SAYS, hami_bind, mark_unschedulable, wait_for_pod
 
 PROGRAM = Path(__file__).parent / "programs" / "workload"
 pytestmark = pytest.mark.integration
@@ -84,7 +84,7 @@ def test_pod_that_stays_pending_fails_the_up_with_the_scheduler_reason(pulumi_cl
             core,
             "default",
             "too-big",
-            "0/1 nodes are available: 1 1/1 CardInsufficientCore. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.",
+            SCHEDULER_SAYS.format("CardInsufficientCore"),
         )
 
     t = threading.Thread(target=scheduler)
@@ -108,7 +108,7 @@ def test_pending_pod_declared_on_purpose_reports_the_reason_as_output(pulumi_cli
             core,
             "default",
             "waits",
-            "0/1 nodes are available: 1 1/1 CardInsufficientMemory. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.",
+            SCHEDULER_SAYS.format("CardInsufficientMemory"),
         )
 
     t = threading.Thread(target=scheduler)
@@ -117,3 +117,21 @@ def test_pending_pod_declared_on_purpose_reports_the_reason_as_output(pulumi_cli
     t.join()
     (pod,) = json.loads(pulumi_cli("stack", "output", "pods", "--json", cwd=work).stdout)
     assert pod["status"] == "not-bound" and "CardInsufficientMemory" in pod["reason"]
+
+
+def test_allocation_marked_failed_fails_the_up_with_the_node(pulumi_cli, cluster, stack):
+    work, node = stack
+    set_workload(pulumi_cli, work, name="broken", waitSeconds=30)
+    core = cluster.core()
+
+    def hami():
+        wait_for_pod(core, "default", "broken")
+        hami_bind(core, "default", "broken", node, phase=ha.PHASE_FAILED)
+
+    t = threading.Thread(target=hami)
+    t.start()
+    up = pulumi_cli("up", "--yes", "--skip-preview", cwd=work, check=False)
+    t.join()
+    out = up.stdout + up.stderr
+    assert up.returncode != 0
+    assert f"1 pod(s) whose GPU allocation HAMi marked failed: default/broken on {node}" in out

@@ -15,7 +15,7 @@ from components.gpu import hami_annotations as ha
 from components.ops import lock_release as lr
 from components.ops import release_controller as rc
 from tests.integration.cluster import add_node
-from tests.integration.hami_stand_in import mark_unschedulable
+from tests.integration.hami_stand_in import SCHEDULER_SAYS, mark_unschedulable
 
 pytestmark = pytest.mark.integration
 
@@ -185,7 +185,7 @@ def test_unbound_pod_times_out_with_the_scheduler_reason(cluster):
         core,
         "default",
         name,
-        "0/1 nodes are available: 1 1/1 CardInsufficientCore. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.",
+        SCHEDULER_SAYS.format("CardInsufficientCore"),
     )
     (result,) = lr.wait_and_release_pods(core, "default", timeout=1.0, names=[name], interval=0.2)
     assert result.name == name and result.outcome.status == lr.NOT_BOUND
