@@ -322,8 +322,12 @@ class TenantConfig(_Model):
     gpu: _section(GpuFleet) = Field(description="`model` and `cardsPerNode`")
     quota: _section(QuotaConfig) = Field(description="`gpus`, `gpumemMb`, `gpucoresPercent`")
     # None: 31443 + the tenant's index (31132 + index for Konnectivity); filled by load_stack_config.
-    api_port: Port | None = Field(None, description="NodePort of the tenant API server (30000-32767, unique)")
-    konnectivity_port: Port | None = Field(None, description="NodePort of its Konnectivity server (unique)")
+    api_port: Port | None = Field(
+        None, description="NodePort of the tenant API server (30000-32767, unique; default 31443 + the tenant's index)"
+    )
+    konnectivity_port: Port | None = Field(
+        None, description="NodePort of its Konnectivity server (unique; default 31132 + the tenant's index)"
+    )
     pod_cidr: Network = Field("10.244.0.0/16", description="tenant pod network, a /24 per node")
     service_cidr: Network = Field("10.96.0.0/16", description="tenant service network")
     workloads: Annotated[tuple[WorkloadConfig, ...], BeforeValidator(_list_of("workloads"))] = Field(
@@ -349,9 +353,11 @@ class TenantConfig(_Model):
 class TeamSlot(_Model):
     """A team's reserved ports on the shared platform (the platform stack's `teams` registry)."""
 
-    name: _string(_DNS_1035, f"a DNS-1035 label of at most {MAX_TENANT_NAME}", MAX_TENANT_NAME)
-    api_port: Port
-    konnectivity_port: Port
+    name: _string(_DNS_1035, f"a DNS-1035 label of at most {MAX_TENANT_NAME}", MAX_TENANT_NAME) = Field(
+        description="the team's tenant name, as its team stack spells it"
+    )
+    api_port: Port = Field(description="the NodePort reserved for its API server")
+    konnectivity_port: Port = Field(description="the NodePort reserved for its Konnectivity server")
 
 
 @dataclass(frozen=True)
@@ -704,3 +710,46 @@ def tenants_schema() -> dict[str, Any]:
         return node
 
     return inline(schema)
+
+
+# Keys read outside the sections (their checks are in load_stack_config).
+TOP_LEVEL_KEYS = {
+    "role": f"`{ROLE_LAB}` (default: everything), `{ROLE_PLATFORM}` (cluster + Kamaji) or `{ROLE_TEAM}` (one team)",
+    "platformStack": "team stacks: the platform stack, `<org>/<project>/<stack>`",
+    "kubeconfig": "secret: the adopted management cluster's kubeconfig, when cluster.mode is `kubeconfig`",
+}
+SECTIONS: tuple[tuple[str, type[_Model]], ...] = (
+    ("cluster", ClusterConfig),
+    ("hami", HamiConfig),
+    ("tenants[]", TenantConfig),
+    ("teams[]", TeamSlot),
+)
+
+
+def reference_rows() -> list[tuple[str, str, str]]:
+    """(key, default, meaning) for every key of the stack config, from the model itself."""
+    from pydantic_core import PydanticUndefined
+
+    rows = [(key, "-", text) for key, text in TOP_LEVEL_KEYS.items()]
+
+    def walk(prefix: str, cls: type[_Model]) -> None:
+        for name, f in cls.model_fields.items():
+            key = f"{prefix}.{f.alias or name}"
+            nested = _inner_model(f.annotation)
+            if nested is not None:
+                is_list = "tuple" in str(f.annotation) or "list" in str(f.annotation)
+                walk(key + ("[]" if is_list else ""), nested)  # type: ignore[arg-type]
+                continue
+            if f.default is PydanticUndefined:
+                default = "required"
+            elif f.default in (None, ()):
+                default = "-"
+            elif isinstance(f.default, bool):
+                default = f"`{str(f.default).lower()}`"
+            else:
+                default = f"`{f.default}`"
+            rows.append((key, default, f.description or ""))
+
+    for prefix, cls in SECTIONS:
+        walk(prefix, cls)
+    return rows

@@ -118,6 +118,7 @@ def release_pod(
 
     `pod_obj` (e.g. from a watch event) saves the first read; a conflict re-reads the pod.
     """
+    released = False
     for attempt in range(CONFLICT_RETRIES):
         if pod_obj is None or attempt:
             try:
@@ -141,6 +142,12 @@ def release_pod(
             raise
         if not is_mock_node(node_obj, node_label):
             return Outcome(NOT_MOCK, node, f"node {node} is not labelled {'='.join(node_label or ())}")
+        # The lock first: the next GPU pod on the node waits for it, not for bind-phase. A crash
+        # between the two writes leaves the pod allocating with no lock: the next pass finishes it.
+        lock = release_node_lock(core, node, namespace, pod, node_obj)
+        released = released or lock == LOCK_RELEASED
+        if lock == LOCK_NODE_GONE:
+            return Outcome(NODE_GONE, node, f"node {node} no longer exists")
         if phase == ha.PHASE_ALLOCATING:
             rv = pod_obj["metadata"]["resourceVersion"]
             patch = {"metadata": {"resourceVersion": rv, "annotations": {ha.BIND_PHASE: ha.PHASE_SUCCESS}}}
@@ -150,12 +157,9 @@ def release_pod(
                 if http_status(exc) == 409:
                     continue
                 if http_status(exc) == 404:
-                    return Outcome(POD_GONE)
+                    return Outcome(POD_GONE, node)
                 raise
-        lock = release_node_lock(core, node, namespace, pod, node_obj)
-        if lock == LOCK_NODE_GONE:
-            return Outcome(NODE_GONE, node, f"node {node} no longer exists")
-        if lock == LOCK_RELEASED:
+        if released:
             return Outcome(RELEASED, node)
         return Outcome(SUCCEEDED, node, "" if lock == LOCK_NOT_HELD else f"lock on {node} is {lock}")
     raise RuntimeError(f"pod {namespace}/{pod}: still conflicting after {CONFLICT_RETRIES} attempts")

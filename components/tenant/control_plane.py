@@ -128,9 +128,7 @@ class Tenant(pulumi.ComponentResource):
             spec=control_plane_spec(
                 t, args.address, args.datastore, datastore_schema(args.project, args.stack, t.name)
             ),
-            opts=pulumi.ResourceOptions.merge(
-                mgmt, pulumi.ResourceOptions(depends_on=args.depends_on)
-            ),
+            opts=pulumi.ResourceOptions.merge(mgmt, pulumi.ResourceOptions(depends_on=args.depends_on)),
         )
         # The id is built from the TCP's id, which is known only once the TCP exists and is Ready
         # (and unknown while a new one is previewed), so the read never runs too early.

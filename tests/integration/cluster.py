@@ -159,7 +159,7 @@ class TestCluster:
             f"--cert-dir={w / 'certs'}",
             *self.api_args,
         ]
-        self._start_apiserver()
+        self._start_apiserver_on_a_free_port()
         ca = base64.b64encode((w / "ca.crt").read_bytes()).decode()
         self.kubeconfig_text = yaml.safe_dump(
             {
@@ -179,6 +179,24 @@ class TestCluster:
         self.kubeconfig_path.write_text(self.kubeconfig_text)
         self._wait_ready()
         return self
+
+    def _start_apiserver_on_a_free_port(self, attempts: int = 3) -> None:
+        """free_port() can race with another process taking the port before the API server binds
+        it: pick another when the API server says so."""
+        for _ in range(attempts):
+            self._start_apiserver()
+            api = self.procs[-1]
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and api.poll() is None:
+                time.sleep(0.2)
+            log = (self.workdir / "kube-apiserver.log").read_text()
+            if api.poll() is None or "address already in use" not in log.splitlines()[-1]:
+                return
+            self.procs.remove(api)
+            self.port = free_port()
+            self._api_cmd = [
+                f"--secure-port={self.port}" if a.startswith("--secure-port=") else a for a in self._api_cmd
+            ]
 
     def _start_apiserver(self) -> None:
         api_log = open(self.workdir / "kube-apiserver.log", "a")  # noqa: SIM115 - closed with the process
