@@ -64,6 +64,7 @@ for t in cfg.tenants:
             address=cfg.cluster.management_ip,
             network=network,
             datastore=datastore,
+            bootstrap_token_minutes=cfg.cluster.bootstrap_token_minutes,
             releaser_image=releaser.ref,
             depends_on=[kamaji] if kamaji else [],
         ),

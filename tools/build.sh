@@ -2,7 +2,7 @@
 # Builds (or reuses) the real upstream binaries the integration tier runs against, into a
 # cache outside the repository keyed by version, and writes an env file to source:
 #   pulumi + its Python language host and dynamic-provider launcher, the kubernetes provider
-#   plugin, kube-apiserver, kube-scheduler, etcd.
+#   plugin, kube-apiserver, kube-scheduler, kube-controller-manager, etcd, kwok, actionlint.
 # A binary of the right version already on PATH (a user's machine) is used as it is.
 # Usage: tools/build.sh [--print-env]   (cache: $GPU_TENANCY_CACHE, default ~/.cache/gpu-tenancy)
 set -euo pipefail
@@ -47,6 +47,21 @@ build() {
   ln -sf "$out/$name" "$BIN/$name"
 }
 
+# go_install NAME VERSION PKG: `go install PKG@vVERSION` (a module without replace directives) into
+# $CACHE/NAME/VERSION once.
+go_install() {
+  local name=$1 version=$2 pkg=$3
+  local out=$CACHE/$name/$version
+  if [ ! -x "$out/$name" ]; then
+    local start=$SECONDS
+    log "$name $version: building ($pkg@v$version)"
+    mkdir -p "$out"
+    GOBIN="$out" GOFLAGS= go install -trimpath "$pkg@v$version"
+    log "$name $version: built in $((SECONDS - start)) s"
+  fi
+  ln -sf "$out/$name" "$BIN/$name"
+}
+
 total=$SECONDS
 
 # Pulumi CLI, its Python language host and the scripts that must sit beside them: all in one
@@ -80,7 +95,13 @@ have kube-apiserver "v$KUBERNETES_VERSION\$" --version ||
   build kube-apiserver "$KUBERNETES_VERSION" kube k8s.io/kubernetes/cmd/kube-apiserver
 have kube-scheduler "v$KUBERNETES_VERSION\$" --version ||
   build kube-scheduler "$KUBERNETES_VERSION" kube k8s.io/kubernetes/cmd/kube-scheduler
+have kube-controller-manager "v$KUBERNETES_VERSION\$" --version ||
+  build kube-controller-manager "$KUBERNETES_VERSION" kube k8s.io/kubernetes/cmd/kube-controller-manager
 have etcd "etcd Version: $ETCD_VERSION" --version || build etcd "$ETCD_VERSION" etcd .
+
+# Simulated nodes for worker pools, and the linter of the pull-request workflow.
+have kwok "$KWOK_VERSION" --version || go_install kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok
+have actionlint "^$ACTIONLINT_VERSION" -version || go_install actionlint "$ACTIONLINT_VERSION" github.com/rhysd/actionlint/cmd/actionlint
 
 # Plugins are installed into a PULUMI_HOME of our own, at the exact versions the SDKs request.
 PULUMI_HOME_DIR=$CACHE/pulumi-home

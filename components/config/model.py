@@ -241,6 +241,9 @@ class ClusterConfig(_Model):
     management_ip: Address = Field(
         "172.30.0.2", alias="managementIp", description="NodePort address of the management cluster, inside subnet"
     )
+    bootstrap_token_minutes: _integer(1, 1440, " min") = Field(
+        15, description="lifetime of a worker's bootstrap token; each is revoked as soon as its join is done"
+    )
 
 
 class HamiConfig(_Model):

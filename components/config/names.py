@@ -31,3 +31,7 @@ def tenant_provider(tenant: str) -> str:
 
 # On a workload declared with failOnPending: false (the pack then leaves it out of the fit).
 FAIL_ON_PENDING_ANNOTATION = "gpu-tenancy/fail-on-pending"
+
+
+# On the namespaces that hold a share of a tenant's GPU budget; GPU pods elsewhere are refused.
+GPU_BUDGET_LABEL = ("gpu-tenancy/gpu-budget", "true")

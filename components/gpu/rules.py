@@ -205,10 +205,7 @@ class Demand:
 
 
 def total_usage(demands: Iterable[Demand]) -> Quota:
-    total = NO_GPU
-    for d in demands:
-        total = total + d.usage
-    return total
+    return total_of(d.usage for d in demands)
 
 
 def quota_violations(usage: Quota, quota: Quota) -> list[str]:
@@ -222,6 +219,22 @@ def quota_violations(usage: Quota, quota: Quota) -> list[str]:
         if used > limit:
             out.append(f"{label} {used} > quota {limit}")
     return out
+
+
+def budget_shares(budget: Quota, declared: Mapping[str, Quota], shared: str = "default") -> dict[str, Quota]:
+    """Split a tenant's one GPU budget over its namespaces, never multiplying it: each namespace
+    gets what its declared workloads use, and `shared` gets the rest (its own workloads and
+    whatever the team runs there by hand). The shares add up to the budget exactly."""
+    shares = {ns: use for ns, use in declared.items() if ns != shared}
+    shares[shared] = budget - total_of(shares.values())
+    return dict(sorted(shares.items()))
+
+
+def total_of(quotas: Iterable[Quota]) -> Quota:
+    total = NO_GPU
+    for q in quotas:
+        total = total + q
+    return total
 
 
 @dataclass

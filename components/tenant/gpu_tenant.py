@@ -9,6 +9,8 @@ import pulumi_kubernetes as k8s
 
 from components.config.model import HamiConfig, TenantConfig
 from components.config.names import worker_name
+from components.gpu.rules import Demand, total_usage
+from components.ops.bootstrap import kubeconfig_ca_hash
 from components.tenant.control_plane import Tenant, TenantArgs
 from components.tenant.gpu_inventory import MockGpuInventory, MockGpuInventoryArgs
 from components.tenant.gpu_quota import GpuQuota, GpuQuotaArgs
@@ -16,7 +18,7 @@ from components.tenant.gpu_workload import GpuWorkload, GpuWorkloadArgs
 from components.tenant.hami import Hami, HamiArgs
 from components.tenant.lock_releaser import LockReleaser, LockReleaserArgs
 from components.tenant.network import TenantNetwork, TenantNetworkArgs
-from components.tenant.worker_node import NodeBootstrap, NodeBootstrapArgs, WorkerNode, WorkerNodeArgs, token_id
+from components.tenant.worker_node import NodeBootstrap, NodeBootstrapArgs, WorkerNode, WorkerNodeArgs
 
 
 @dataclass
@@ -31,6 +33,8 @@ class GpuTenantArgs:
     # The Docker network's name: the lab's own, or the platform's (team stacks).
     network: pulumi.Input[str]
     datastore: pulumi.Input[str]
+    # Lifetime of each worker's bootstrap token (revoked as soon as its join is done).
+    bootstrap_token_minutes: int
     # The release controller's image (ReleaserImage.ref), built once per stack on the lab host.
     releaser_image: pulumi.Input[str]
     # Kamaji's release, when this stack installs it (the TCP goes after it, and before it on destroy).
@@ -64,11 +68,8 @@ class GpuTenant(pulumi.ComponentResource):
             opts=child,
         )
         provider = self.control_plane.provider
-        self.bootstrap = NodeBootstrap(
-            f"{name}-bootstrap",
-            NodeBootstrapArgs(token_public=token_id(args.project, args.stack, t.name), provider=provider),
-            opts=child,
-        )
+        self.bootstrap = NodeBootstrap(f"{name}-bootstrap", NodeBootstrapArgs(provider=provider), opts=child)
+        ca_hash = self.control_plane.automation_kubeconfig.apply(kubeconfig_ca_hash)
         self.workers = [
             WorkerNode(
                 f"{name}-worker-{i}",
@@ -77,8 +78,10 @@ class GpuTenant(pulumi.ComponentResource):
                     image=t.worker_image,
                     network=args.network,
                     endpoint=f"{args.address}:{t.api_port}",
-                    bootstrap=self.bootstrap,
                     tenant_kubeconfig=self.control_plane.automation_kubeconfig,
+                    ca_cert_hash=ca_hash,
+                    token_ttl_seconds=args.bootstrap_token_minutes * 60,
+                    depends_on=[self.bootstrap],
                 ),
                 opts=child,
             )
@@ -89,7 +92,7 @@ class GpuTenant(pulumi.ComponentResource):
             TenantNetworkArgs(container_name=self.workers[0].container.name, pod_cidr=t.pod_cidr, provider=provider),
             opts=child,
         )
-        joins: list[pulumi.Resource] = [w.join for w in self.workers]
+        joins: list[pulumi.Resource] = [w.membership for w in self.workers]
         self.inventory = MockGpuInventory(
             f"{name}-gpus",
             MockGpuInventoryArgs(
@@ -127,22 +130,16 @@ class GpuTenant(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        namespaces = {w.namespace for w in t.workloads} - {"default"}
-        self.namespaces = [
-            k8s.core.v1.Namespace(
-                f"{name}-ns-{ns}",
-                metadata=k8s.meta.v1.ObjectMetaArgs(name=ns),
-                opts=pulumi.ResourceOptions(parent=self, provider=provider),
-            )
-            for ns in sorted(namespaces)
-        ]
+        declared: dict[str, list[Demand]] = {}
+        for w in t.workloads:
+            declared.setdefault(w.namespace, []).append(w.demand(t.gpu.model))
         self.quota = GpuQuota(
             f"{name}-quota",
             GpuQuotaArgs(
-                quota=t.quota.quota,
-                namespaces=["default", *sorted(namespaces)],
+                budget=t.quota.quota,
+                declared={ns: total_usage(ds) for ns, ds in declared.items()},
+                tenant=t.name,
                 provider=provider,
-                depends_on=list(self.namespaces),
             ),
             opts=child,
         )

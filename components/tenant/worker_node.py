@@ -1,26 +1,31 @@
 """WorkerNode: a kindest/node container joined to its tenant with kubeadm; NodeBootstrap: the
-token and RBAC that join needs, created in the tenant."""
+RBAC those joins need in the tenant.
+
+Lifecycle (components.ops.bootstrap says why each step is safe):
+- the container keeps a fixed name (its hostname is the Node name), so it is replaced
+  delete-before-replace, and everything tied to it follows it;
+- each container gets its own short-lived bootstrap token, handed to `kubeadm join` inside a
+  JoinConfiguration on stdin (never an argument), with the tenant CA pinned;
+- the join runs only for a new container: nothing else it reads changes between updates;
+- NodeMembership waits for the registered Node, revokes the token, and on removal deletes the
+  Node only while it is still this container's.
+"""
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_command as command
 import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
-BOOTSTRAP_GROUP = "system:bootstrappers:kubeadm:default-node-token"
+from components.ops.bootstrap import BOOTSTRAP_GROUP, join_configuration, token_id
+from components.providers.bootstrap_token import BootstrapToken
+from components.providers.node_membership import NodeMembership
 
-# Prints a fresh 16-character token secret once; Pulumi keeps it (as a secret) in state.
-MAKE_TOKEN_SECRET = (
-    'python3 -c "import secrets,string;'
-    "a=string.ascii_lowercase+string.digits;print(''.join(secrets.choice(a) for _ in range(16)))\""
-)
-
-# Waits for the node's systemd and containerd, then joins. Preflight is skipped as kind does:
-# its checks (swap, kernel modules) do not hold inside a container.
+# Waits for the node's systemd and containerd, joins with the JoinConfiguration read from stdin
+# (kept in the container's tmpfs only while kubeadm runs), then prints the container's machine ID.
 JOIN = """set -eu
 i=0
 until docker exec "$NODE" systemctl is-active --quiet containerd; do
@@ -28,61 +33,23 @@ until docker exec "$NODE" systemctl is-active --quiet containerd; do
   if [ "$i" -ge 60 ]; then echo "containerd in $NODE did not start within 120 s" >&2; exit 1; fi
   sleep 2
 done
-docker exec "$NODE" kubeadm join "$ENDPOINT" --token "$TOKEN" \\
-  --discovery-token-unsafe-skip-ca-verification --skip-phases=preflight --node-name "$NODE"
+docker exec -i "$NODE" sh -c 'umask 077; f=/run/gpu-tenancy-join.yaml; cat > "$f"; rc=0
+  kubeadm join --config "$f" || rc=$?; rm -f "$f"; exit $rc' >&2
+docker exec "$NODE" cat /etc/machine-id
 """
-
-# Removes the Node object from the tenant (with the tenant's kubeconfig, never written to the
-# host) and resets kubeadm, so destroy leaves the tenant without a NotReady ghost node.
-LEAVE = """set -u
-printf '%s' "$TENANT_KUBECONFIG" | docker exec -i "$NODE" sh -c \\
-  'f=$(mktemp); cat > "$f"; kubectl --kubeconfig "$f" delete node "$0" --ignore-not-found --wait=true; rm -f "$f"' \\
-  "$NODE" || echo "could not delete node $NODE from its tenant" >&2
-docker exec "$NODE" kubeadm reset -f >/dev/null 2>&1 || true
-"""
-
-
-def token_id(project: str, stack: str, tenant: str) -> str:
-    """The public half of the bootstrap token: 6 chars [a-z0-9], stable per stack and tenant."""
-    return hashlib.sha256(f"{project}/{stack}/{tenant}".encode()).hexdigest()[:6]
 
 
 @dataclass
 class NodeBootstrapArgs:
-    # The token's public half (token_id): 6 characters [a-z0-9].
-    token_public: str
     provider: k8s.Provider
 
 
 class NodeBootstrap(pulumi.ComponentResource):
-    """A kubeadm bootstrap token Secret and the node-bootstrap RBAC, in the tenant."""
-
-    token: pulumi.Output[str]
+    """The node-bootstrap RBAC in the tenant (tokens are per worker: WorkerNode)."""
 
     def __init__(self, name: str, args: NodeBootstrapArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:NodeBootstrap", name, None, opts)
-        token_public, provider = args.token_public, args.provider
-        gen = command.local.Command(
-            f"{name}-token-secret",
-            create=MAKE_TOKEN_SECRET,
-            logging=command.local.Logging.NONE,
-            opts=pulumi.ResourceOptions(parent=self, additional_secret_outputs=["stdout"]),
-        )
-        token_secret = pulumi.Output.secret(gen.stdout.apply(str.strip))
-        on_tenant = pulumi.ResourceOptions(parent=self, provider=provider)
-        self.secret = k8s.core.v1.Secret(
-            f"{name}-token",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=f"bootstrap-token-{token_public}", namespace="kube-system"),
-            type="bootstrap.kubernetes.io/token",
-            string_data={
-                "token-id": token_public,
-                "token-secret": token_secret,
-                "usage-bootstrap-authentication": "true",
-                "usage-bootstrap-signing": "true",
-                "auth-extra-groups": BOOTSTRAP_GROUP,
-            },
-            opts=on_tenant,
-        )
+        on_tenant = pulumi.ResourceOptions(parent=self, provider=args.provider)
         bindings = {
             "node-bootstrapper": ("system:node-bootstrapper", BOOTSTRAP_GROUP),
             "node-autoapprove-bootstrap": (
@@ -104,7 +71,6 @@ class NodeBootstrap(pulumi.ComponentResource):
             )
             for suffix, (role, group) in bindings.items()
         ]
-        self.token = pulumi.Output.secret(pulumi.Output.concat(token_public, ".", token_secret))
         self.register_outputs({})
 
 
@@ -113,9 +79,14 @@ class WorkerNodeArgs:
     node_name: str
     image: str
     network: pulumi.Input[str]
+    # host:port of the tenant API server, as the worker container reaches it.
     endpoint: str
-    bootstrap: NodeBootstrap
+    # The tenant's admin kubeconfig (secret): issues the token, watches the Node.
     tenant_kubeconfig: pulumi.Input[str]
+    # The tenant CA's pin, sha256:<hex> (components.ops.bootstrap.ca_cert_hash).
+    ca_cert_hash: pulumi.Input[str]
+    token_ttl_seconds: int
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
 
 
 class WorkerNode(pulumi.ComponentResource):
@@ -124,6 +95,7 @@ class WorkerNode(pulumi.ComponentResource):
     node_name: str
     container: docker.Container
     join: command.local.Command
+    membership: NodeMembership
 
     def __init__(self, name: str, args: WorkerNodeArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:WorkerNode", name, None, opts)
@@ -149,19 +121,37 @@ class WorkerNode(pulumi.ComponentResource):
             restart="on-failure",
             max_retry_count=1,
             must_run=True,
-            opts=child,
+            # The name is the Node's: two containers cannot hold it at once.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+        )
+        token = BootstrapToken(
+            f"{name}-token",
+            kubeconfig=args.tenant_kubeconfig,
+            token_id=self.container.id.apply(lambda cid: token_id(f"{args.node_name}/{cid}")),
+            ttl_seconds=args.token_ttl_seconds,
+            description=f"gpu-tenancy: join of {args.node_name}",
+            opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
+        )
+        join_config = pulumi.Output.secret(
+            pulumi.Output.all(token.token, args.ca_cert_hash).apply(
+                lambda a: join_configuration(args.endpoint, a[0], a[1], args.node_name)
+            )
         )
         self.join = command.local.Command(
             f"{name}-join",
             create=JOIN,
-            delete=LEAVE,
-            environment={
-                "NODE": self.container.name,
-                "ENDPOINT": args.endpoint,
-                "TOKEN": args.bootstrap.token,
-                "TENANT_KUBECONFIG": pulumi.Output.secret(args.tenant_kubeconfig),
-            },
+            stdin=join_config,
+            environment={"NODE": self.container.name},
             triggers=[self.container.id],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.bootstrap], additional_secret_outputs=["stdout"]),
+            logging=command.local.Logging.STDOUT,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[token]),
+        )
+        self.membership = NodeMembership(
+            f"{name}-membership",
+            kubeconfig=args.tenant_kubeconfig,
+            node=args.node_name,
+            machine_id=self.join.stdout.apply(lambda out: out.strip().splitlines()[-1] if out.strip() else ""),
+            token_id=token.token_id,
+            opts=pulumi.ResourceOptions(parent=self),
         )
         self.register_outputs({"node": self.node_name})

@@ -33,8 +33,26 @@ users:
 - name: default
   user: {client-certificate-data: Q0VSVA==, client-key-data: S0VZ}
 """
-TENANT_ADMIN = K3S_KUBECONFIG.replace("127.0.0.1:6443", "tenant:1").replace("default", "admin")
-TENANT_SUPER = K3S_KUBECONFIG.replace("127.0.0.1:6443", "tenant:1").replace("default", "super")
+# A real (self-signed, test-only) CA in the tenant kubeconfigs: the program pins its public key.
+TENANT_CA = (
+    "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUJqakNDQVRXZ0F3SUJBZ0lVSk9jZ0lDQVRlQ254bFFZa3RqaTQ3a3ZKS0R3"
+    "d0NnWUlLb1pJemowRUF3SXcKSERFYU1CZ0dBMVVFQXd3UmFHRnlibVZ6Y3kxMFpXNWhiblF0WTJFd0lCY05Nall4TWpBeU1qTXdN"
+    "ekV3V2hnUApNakV5TmpFeE1EZ3lNekF6TVRCYU1Cd3hHakFZQmdOVkJBTU1FV2hoY201bGMzTXRkR1Z1WVc1MExXTmhNRmt3CkV3"
+    "WUhLb1pJemowQ0FRWUlLb1pJemowREFRY0RRZ0FFNjhvdG80Skh3QmtmMGFHcDA3UWM3OFFvbDZEd0FDaWkKMkpQMUlsWnl6Sk95"
+    "V1NGWUFtMTdxUEJvUHhMYmNCb09QZm5ZaUNyZ216N3BISUR0ZGRYMHo2TlRNRkV3SFFZRApWUjBPQkJZRUZHcnFpTGdqSkY3SHIr"
+    "MkZNOUM5Si9ZRldDZmpNQjhHQTFVZEl3UVlNQmFBRkdycWlMZ2pKRjdICnIrMkZNOUM5Si9ZRldDZmpNQThHQTFVZEV3RUIvd1FG"
+    "TUFNQkFmOHdDZ1lJS29aSXpqMEVBd0lEUndBd1JBSWcKUEZLdk1WTmswalZid1VVOGJWdUlBdjhqUEdwV25DUmNIOGlyaDg4dG1D"
+    "c0NJQ0VzWDRXN25FRVF0cjlvUENrOApqYzFMZGZHTWhwTFZicVQwWEdqYXRqVTYKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo="
+)
+TENANT_CA_HASH = "sha256:1afdf5c7388a7c75a08c536ca240d80d136d85ecc5b58af36045b09a9c8e6f93"
+TENANT_ADMIN = (
+    K3S_KUBECONFIG.replace("127.0.0.1:6443", "tenant:1").replace("default", "admin").replace("Q0E=", TENANT_CA)
+)
+TENANT_SUPER = (
+    K3S_KUBECONFIG.replace("127.0.0.1:6443", "tenant:1").replace("default", "super").replace("Q0E=", TENANT_CA)
+)
+MACHINE_ID = "0123456789abcdef0123456789abcdef"
+JOIN_TOKEN = "abc123.0123456789abcdef"
 KINDNET_TEMPLATE = """apiVersion: apps/v1
 kind: DaemonSet
 metadata: {name: kindnet, namespace: kube-system}
@@ -46,7 +64,6 @@ spec:
         env:
         - {name: POD_SUBNET, value: {{ .PodSubnet }}}
 """
-TOKEN_SECRET = "abcdefghij012345"
 SA_TOKEN = "releaser-service-account-token"
 
 
@@ -77,6 +94,7 @@ class Registration:
     property_dependencies: dict[str, list[str]]
     provider: str
     read_id: str | None = None
+    delete_before_replace: bool = False
 
 
 class ProgramMocks(pulumi.runtime.Mocks):
@@ -93,8 +111,10 @@ class ProgramMocks(pulumi.runtime.Mocks):
                 state["stdout"] = K3S_KUBECONFIG
             elif "default-cni.yaml" in script:
                 state["stdout"] = KINDNET_TEMPLATE
+            elif "kubeadm join" in script:
+                state["stdout"] = MACHINE_ID + "\n"
             else:
-                state["stdout"] = TOKEN_SECRET + "\n"
+                state["stdout"] = ""
         elif args.typ == "docker:index/remoteImage:RemoteImage":
             state["imageId"] = "sha256:" + args.inputs["name"].encode().hex()[:12]
         elif args.typ == "docker:index/image:Image":
@@ -103,6 +123,8 @@ class ProgramMocks(pulumi.runtime.Mocks):
             state["networkDatas"] = [{"ipAddress": "172.30.0.9", "networkName": "gpu-lab"}]
         elif args.typ == "pulumi-python:dynamic/gpu-tenancy:ServiceAccountToken":
             state["token"] = SA_TOKEN
+        elif args.typ == "pulumi-python:dynamic/gpu-tenancy:BootstrapToken":
+            state["token"] = JOIN_TOKEN
         elif args.typ == "kubernetes:core/v1:Secret" and args.resource_id:
             state["data"] = {
                 "admin.conf": base64.b64encode(TENANT_ADMIN.encode()).decode(),
@@ -138,6 +160,7 @@ class Recorder(MockMonitor):
                 else {},
                 provider=request.provider,
                 read_id=read_id,
+                delete_before_replace=getattr(request, "deleteBeforeReplace", False) if not read_id else False,
             )
         )
 

@@ -2,9 +2,20 @@
 to each chart and custom resource, secrets kept secret. Providers and engine are mocked."""
 
 import pytest
+import yaml
 
 from components.ops.release_controller import RBAC_RULES
-from tests.unit.harness import KINDNET_TEMPLATE, ROOT, SA_TOKEN, TENANT_SUPER, load_config_file, run_program
+from tests.unit.harness import (
+    JOIN_TOKEN,
+    KINDNET_TEMPLATE,
+    MACHINE_ID,
+    ROOT,
+    SA_TOKEN,
+    TENANT_CA_HASH,
+    TENANT_SUPER,
+    load_config_file,
+    run_program,
+)
 
 DEV = load_config_file(ROOT / "Pulumi.dev.yaml")
 
@@ -57,7 +68,6 @@ def test_tenant_edges(rec, team):
     assert kc == {"secret": TENANT_SUPER}
     # every tenant-side object goes through the tenant's own provider
     tenant_side = [
-        f"{team}-bootstrap-token",
         f"{team}-bootstrap-node-bootstrapper",
         f"{team}-network-kindnet",
         f"{team}-gpus-gpu-lab-{team}-worker-0",
@@ -71,34 +81,49 @@ def test_tenant_edges(rec, team):
 def test_worker_edges(rec, team):
     w = f"{team}-worker-0"
     assert {"management-network", f"{w}-image", f"{w}-var"} <= deps(rec, f"{w}-container")
-    assert {f"{w}-container", f"{team}-bootstrap-token-secret", f"{team}-bootstrap-token"} <= deps(rec, f"{w}-join")
+    assert {f"{w}-container", f"{w}-token"} <= deps(rec, f"{w}-join")
+    assert f"{team}-bootstrap-node-bootstrapper" in deps(rec, f"{w}-token")
+    assert f"{w}-join" in deps(rec, f"{w}-membership")
     assert f"{w}-container" in deps(rec, f"{team}-network-cni-template")
     assert f"{team}-network-cni-template" in deps(rec, f"{team}-network-kindnet")
     node_patch = f"{team}-gpus-gpu-lab-{team}-worker-0"
-    assert f"{w}-join" in deps(rec, node_patch)
+    assert f"{w}-membership" in deps(rec, node_patch)
     assert node_patch in deps(rec, f"{node_patch}-capacity")
     hami = deps(rec, f"{team}-hami-release")
-    assert {f"{w}-join", f"{team}-network-kindnet", node_patch, f"{node_patch}-capacity"} <= hami
+    assert {f"{w}-membership", f"{team}-network-kindnet", node_patch, f"{node_patch}-capacity"} <= hami
 
 
-def test_join_passes_secrets_by_environment(rec):
-    join = rec.named("team-a-worker-0-join").inputs
-    env = join["environment"]
-    assert "secret" in env["TOKEN"] or "secret" in env
-    assert "$TOKEN" in join["create"] and "abcdefghij" not in join["create"]
-    assert "kubeadm join" in join["create"] and "kubectl" in join["delete"]
-    container = rec.named("team-a-worker-0-container").inputs
-    assert container["name"] == "gpu-lab-team-a-worker-0" and container["privileged"] is True
+def test_join_takes_its_token_on_stdin_with_the_ca_pinned(rec):
+    join = rec.named("team-a-worker-0-join")
+    config = yaml.safe_load(join.inputs["stdin"]["secret"])  # a secret, never in the state in clear
+    token = config["discovery"]["bootstrapToken"]
+    assert token["token"] == JOIN_TOKEN and token["caCertHashes"] == [TENANT_CA_HASH]
+    assert token["apiServerEndpoint"] == "172.30.0.2:31443"
+    assert config["nodeRegistration"]["name"] == "gpu-lab-team-a-worker-0"
+    script = join.inputs["create"]
+    assert "kubeadm join --config" in script and "--token" not in script and "unsafe-skip-ca" not in script
+    assert "delete" not in join.inputs  # no clean-up by name: NodeMembership acts on the node's identity
+    assert set(join.inputs["environment"]) == {"NODE"}  # no kubeconfig: it cannot re-run the join
+    assert join.inputs["triggers"] == ["team-a-worker-0-container-id"]  # the container's id alone
 
 
-def test_bootstrap_token_secret(rec):
-    s = rec.named("team-a-bootstrap-token").inputs
-    assert s["type"] == "bootstrap.kubernetes.io/token"
-    assert s["metadata"]["name"].startswith("bootstrap-token-") and len(s["metadata"]["name"]) == 22
-    data = s["stringData"]["secret"]  # the token secret makes the whole map a Pulumi secret
-    assert data["token-secret"] == "abcdefghij012345"
-    assert data["usage-bootstrap-signing"] == "true"
-    assert data["auth-extra-groups"] == "system:bootstrappers:kubeadm:default-node-token"
+def test_worker_replacement_never_touches_its_successor(rec):
+    container = rec.named("team-a-worker-0-container")
+    assert container.inputs["name"] == "gpu-lab-team-a-worker-0" and container.inputs["privileged"] is True
+    assert container.delete_before_replace, "a fixed container name cannot exist twice"
+    m = rec.named("team-a-worker-0-membership")
+    assert m.type == "pulumi-python:dynamic/gpu-tenancy:NodeMembership"
+    assert m.inputs["machine_id"] == MACHINE_ID and m.inputs["node"] == "gpu-lab-team-a-worker-0"
+    assert "secret" in m.inputs["kubeconfig"]
+
+
+def test_each_worker_gets_a_short_lived_token_of_its_own(rec):
+    a = rec.named("team-a-worker-0-token")
+    b = rec.named("team-b-worker-0-token")
+    assert a.type == "pulumi-python:dynamic/gpu-tenancy:BootstrapToken"
+    assert a.inputs["ttl_seconds"] == 15 * 60
+    assert len(a.inputs["token_id"]) == 6 and a.inputs["token_id"] != b.inputs["token_id"]
+    assert rec.named("team-a-worker-0-membership").inputs["token_id"] == a.inputs["token_id"]
 
 
 def test_cni_rendered_with_tenant_pod_cidr(rec):
@@ -204,19 +229,31 @@ def test_workloads_are_created_after_hami_with_their_bind_release(rec):
     assert pod.inputs["metadata"]["annotations"]["nvidia.com/use-gputype"] == "L4"
     assert pod.inputs["metadata"]["namespace"] == "inference"
     assert "team-b-quota-inference" in deps(rec, "team-b-inference-inference-l4-pod")
-    assert "team-b-ns-inference" in deps(rec, "team-b-quota-inference")
+    assert "team-b-quota-ns-inference" in deps(rec, "team-b-quota-inference")
     assert rec.named("team-b-inference-inference-l4-bind-release").inputs["pod_names"] == ["inference-l4"]
 
 
-def test_resource_quotas_mirror_the_tenant_quota(rec):
+def test_one_gpu_budget_split_over_the_namespaces_never_multiplied(rec):
     q = rec.named("team-b-quota-inference").inputs
     assert q["metadata"] == {"name": "gpu-quota", "namespace": "inference"}
-    assert q["spec"]["hard"] == {
-        "limits.nvidia.com/gpu": "40",
-        "limits.nvidia.com/gpumem": "92136",
-        "limits.nvidia.com/gpucores": "400",
-    }
+    # the inference-l4 pod's own use (8000 MB / 25 %, one vGPU) ...
+    assert q["spec"]["hard"]["limits.nvidia.com/gpumem"] == "8000"
+    assert q["spec"]["hard"]["requests.nvidia.com/gpucores"] == "25"
+    # ... and default the rest of team-b's 40 vGPU / 92136 MB / 400 %
+    d = rec.named("team-b-quota-default").inputs["spec"]["hard"]
+    assert (d["limits.nvidia.com/gpu"], d["limits.nvidia.com/gpumem"], d["limits.nvidia.com/gpucores"]) == (
+        "39",
+        "84136",
+        "375",
+    )
     assert rec.named("team-a-quota-default").inputs["spec"]["hard"]["limits.nvidia.com/gpumem"] == "81920"
+    # default exists in every cluster: labelled, not created; other GPU namespaces are created labelled
+    assert rec.named("team-b-quota-ns-default").type == "kubernetes:core/v1:NamespacePatch"
+    assert rec.named("team-b-quota-ns-inference").inputs["metadata"]["labels"] == {"gpu-tenancy/gpu-budget": "true"}
+    binding = rec.named("team-b-quota-policy-binding").inputs["spec"]
+    assert binding["matchResources"]["namespaceSelector"]["matchExpressions"] == [
+        {"key": "gpu-tenancy/gpu-budget", "operator": "DoesNotExist"}
+    ]
 
 
 def test_adopted_management_cluster_creates_no_k3s():

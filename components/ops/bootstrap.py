@@ -1,0 +1,169 @@
+"""Joining a node to a tenant: short-lived bootstrap tokens, CA pinning, and removing exactly the
+Node object a worker registered.
+
+- A token is a Secret `bootstrap-token-<id>` with an `expiration` (kube-controller-manager's
+  tokencleaner deletes it then); the program also deletes it as soon as its join is done.
+- The join pins the tenant CA (`sha256:` of its SubjectPublicKeyInfo, what kubeadm checks) instead
+  of skipping verification, and takes the token from a JoinConfiguration file, never an argument.
+- A Node is removed only while it is the one the worker registered (same machine ID): a replaced
+  worker's clean-up never removes its successor, which registers under the same name.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import secrets
+import string
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from components.ops.kube import http_status
+
+BOOTSTRAP_GROUP = "system:bootstrappers:kubeadm:default-node-token"
+TOKEN_NAMESPACE = "kube-system"
+_ALPHABET = string.ascii_lowercase + string.digits
+
+
+class NodeNotRegisteredError(Exception):
+    """The worker's kubelet did not register its Node in time."""
+
+
+def token_id(seed: str) -> str:
+    """The public half of a token: 6 characters [a-z0-9], stable for one seed (one worker)."""
+    digest = hashlib.sha256(seed.encode()).digest()
+    return "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:6])
+
+
+def token_secret_name(tid: str) -> str:
+    return f"bootstrap-token-{tid}"
+
+
+def ca_cert_hash(ca_pem: bytes) -> str:
+    """kubeadm's --discovery-token-ca-cert-hash: SHA-256 of the CA's DER SubjectPublicKeyInfo."""
+    cert = x509.load_pem_x509_certificate(ca_pem)
+    spki = cert.public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
+    return "sha256:" + hashlib.sha256(spki).hexdigest()
+
+
+def kubeconfig_ca_hash(kubeconfig: str) -> str:
+    doc = yaml.safe_load(kubeconfig)
+    return ca_cert_hash(base64.b64decode(doc["clusters"][0]["cluster"]["certificate-authority-data"]))
+
+
+def create_token(core: Any, tid: str, ttl_seconds: int, description: str) -> tuple[str, str]:
+    """Create `bootstrap-token-<tid>` expiring after `ttl_seconds`; returns (token, expiration)."""
+    secret = "".join(secrets.choice(_ALPHABET) for _ in range(16))
+    expiration = (datetime.now(UTC) + timedelta(seconds=ttl_seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    body = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": token_secret_name(tid), "namespace": TOKEN_NAMESPACE},
+        "type": "bootstrap.kubernetes.io/token",
+        "stringData": {
+            "token-id": tid,
+            "token-secret": secret,
+            "expiration": expiration,
+            "description": description,
+            "usage-bootstrap-authentication": "true",
+            "usage-bootstrap-signing": "true",
+            "auth-extra-groups": BOOTSTRAP_GROUP,
+        },
+    }
+    try:
+        core.create_namespaced_secret(TOKEN_NAMESPACE, body, _preload_content=False)
+    except Exception as exc:
+        if http_status(exc) != 409:
+            raise
+        # A token of this id from an interrupted run: replace it, its secret is unknown to us.
+        core.replace_namespaced_secret(token_secret_name(tid), TOKEN_NAMESPACE, body, _preload_content=False)
+    return f"{tid}.{secret}", expiration
+
+
+def delete_token(core: Any, tid: str) -> bool:
+    """Revoke the token now; False when it was already gone (expired and cleaned up)."""
+    try:
+        core.delete_namespaced_secret(token_secret_name(tid), TOKEN_NAMESPACE, _preload_content=False)
+        return True
+    except Exception as exc:
+        if http_status(exc) == 404:
+            return False
+        raise
+
+
+def join_configuration(endpoint: str, token: str, ca_hash: str, node_name: str) -> str:
+    """kubeadm's JoinConfiguration: token and CA pin in a file, preflight skipped (in a container)."""
+    return yaml.safe_dump(
+        {
+            "apiVersion": "kubeadm.k8s.io/v1beta4",
+            "kind": "JoinConfiguration",
+            "discovery": {
+                "bootstrapToken": {"apiServerEndpoint": endpoint, "token": token, "caCertHashes": [ca_hash]},
+            },
+            "nodeRegistration": {"name": node_name},
+            "skipPhases": ["preflight"],
+        },
+        sort_keys=False,
+    )
+
+
+def _node(core: Any, name: str) -> dict[str, Any] | None:
+    try:
+        return json.loads(core.read_node(name, _preload_content=False).data)
+    except Exception as exc:
+        if http_status(exc) == 404:
+            return None
+        raise
+
+
+def machine_id(node: dict[str, Any]) -> str:
+    return ((node.get("status") or {}).get("nodeInfo") or {}).get("machineID", "")
+
+
+def wait_for_node(core: Any, name: str, machine: str, timeout: float, interval: float = 2.0) -> str:
+    """Wait until the worker's kubelet has registered Node `name` with its machine ID; its uid."""
+    deadline = time.monotonic() + timeout
+    seen = ""
+    while True:
+        node = _node(core, name)
+        if node is not None:
+            seen = machine_id(node)
+            if seen == machine:
+                return node["metadata"]["uid"]
+        if time.monotonic() >= deadline:
+            found = f"a Node with machine ID {seen!r}" if node else "no Node"
+            raise NodeNotRegisteredError(
+                f"node {name}: {found} after {timeout:g} s, expected machine ID {machine!r}: "
+                "the kubelet in the worker container did not register "
+                "(see `docker exec <worker> journalctl -u kubelet`)"
+            )
+        time.sleep(interval)
+
+
+def delete_node_if_mine(core: Any, name: str, machine: str) -> str:
+    """Delete Node `name` only while it is the worker's own (same machine ID); the delete carries
+    the Node's resourceVersion, so a successor registering meanwhile is never removed.
+    Returns "deleted", "absent" or "successor"."""
+    for _ in range(8):
+        node = _node(core, name)
+        if node is None:
+            return "absent"
+        if machine_id(node) != machine:
+            return "successor"
+        rv = node["metadata"]["resourceVersion"]
+        body = {"preconditions": {"resourceVersion": rv, "uid": node["metadata"]["uid"]}}
+        try:
+            core.delete_node(name, body=body, _preload_content=False)
+            return "deleted"
+        except Exception as exc:
+            if http_status(exc) == 404:
+                return "absent"
+            if http_status(exc) != 409:
+                raise
+    raise RuntimeError(f"node {name}: still changing after 8 attempts to delete it")

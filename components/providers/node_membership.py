@@ -1,0 +1,69 @@
+"""NodeMembership: a worker's Node in its tenant, from the kubelet's registration to its removal.
+
+Create waits until the worker's kubelet has registered the Node (same machine ID as the worker
+container), then revokes the bootstrap token the join used. Delete removes the Node only while it
+is still this worker's: a replaced worker registers under the same name, and its predecessor's
+clean-up must not remove it. So destroy leaves no NotReady ghost, and replacement no hole.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+
+from components.ops.bootstrap import delete_node_if_mine, delete_token, wait_for_node
+from components.ops.kube import core_api
+
+
+class NodeMembershipProvider(ResourceProvider):
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        core = core_api(props["kubeconfig"])
+        uid = wait_for_node(core, props["node"], props["machine_id"], float(props["timeout_seconds"]))
+        if props.get("token_id"):
+            delete_token(core, props["token_id"])
+        return CreateResult(id_=f"{props['node']}/{props['machine_id']}", outs={**props, "uid": uid})
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        replaces = [k for k in ("node", "machine_id") if olds.get(k) != news.get(k)]
+        changed = bool(replaces) or any(olds.get(k) != news.get(k) for k in ("kubeconfig", "token_id"))
+        return DiffResult(changes=changed, replaces=replaces, delete_before_replace=True)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(outs={**news, "uid": olds.get("uid")})
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        return ReadResult(id_=id_, outs=props)
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        delete_node_if_mine(core_api(props["kubeconfig"]), props["node"], props["machine_id"])
+
+
+class NodeMembership(Resource, module="gpu-tenancy", name="NodeMembership"):
+    uid: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        kubeconfig: pulumi.Input[str],
+        node: str,
+        machine_id: pulumi.Input[str],
+        token_id: pulumi.Input[str] = "",
+        timeout_seconds: int = 300,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__(
+            NodeMembershipProvider(),
+            name,
+            {
+                "kubeconfig": pulumi.Output.secret(kubeconfig),
+                "node": node,
+                "machine_id": machine_id,
+                "token_id": token_id,
+                "timeout_seconds": timeout_seconds,
+                "uid": None,
+            },
+            opts,
+        )
