@@ -275,6 +275,33 @@ class TestCluster:
         self.procs.append(proc)
         return proc
 
+    def start_controller_manager(self, controllers: list[str]) -> subprocess.Popen:
+        """kube-controller-manager with just these controllers (e.g. tokencleaner, resourcequota,
+        serviceaccount-token); stopped with the cluster."""
+        w = self.workdir
+        log = open(w / "kube-controller-manager.log", "a")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(
+            [
+                self._bin("kube-controller-manager"),
+                f"--kubeconfig={self.kubeconfig_path}",
+                f"--authentication-kubeconfig={self.kubeconfig_path}",
+                f"--authorization-kubeconfig={self.kubeconfig_path}",
+                f"--controllers={','.join(controllers)}",
+                f"--service-account-private-key-file={w / 'sa.key'}",
+                f"--root-ca-file={w / 'ca.crt'}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                "--concurrent-resource-quota-syncs=2",
+                "--resource-quota-sync-period=5s",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+        )
+        self.procs.append(proc)
+        return proc
+
     def api_client(self) -> Any:
         from kubernetes import config
 

@@ -1,0 +1,103 @@
+"""The runtime twin of the GPU quota, through the real engine and the real API server with
+kube-controller-manager's resourcequota controller: one budget split over the namespaces (never
+multiplied), an over-budget pod refused, a GPU pod outside the budget's namespaces refused."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from components.gpu import hami_annotations as ha
+from tests.integration.cluster import start_cluster
+from tests.integration.conftest import require
+
+PROGRAM = Path(__file__).parent / "programs" / "gpu_quota"
+pytestmark = pytest.mark.integration
+BUDGET = {"gpus": 10, "gpumem_mb": 81920, "gpucores": 100}
+
+
+@pytest.fixture(scope="module")
+def quota_cluster(tools):
+    require(tools, "kube-apiserver", "etcd", "openssl", "kube-controller-manager")
+    cluster = start_cluster(tools)
+    cluster.start_controller_manager(["resourcequota", "namespace", "garbagecollector"])
+    yield cluster
+    cluster.stop()
+
+
+def gpu_pod(name: str, mem: int, cores: int) -> dict:
+    limits = {ha.RES_GPUMEM: str(mem), ha.RES_GPUCORES: str(cores)}
+    return {
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]},
+    }
+
+
+def create(core, ns: str, body: dict, timeout: float = 30) -> client.ApiException | None:
+    """Create the pod; None when admitted, the API's refusal otherwise (waits for the quota's
+    first status, without which the API server admits everything)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            core.create_namespaced_pod(ns, body)
+            return None
+        except client.ApiException as exc:
+            if "status unknown for quota" in str(exc.body) and time.monotonic() < deadline:
+                time.sleep(0.5)
+                continue
+            return exc
+
+
+def wait_quota_status(core, ns: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        q = core.read_namespaced_resource_quota("gpu-quota", ns)
+        if q.status and q.status.hard:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"resourcequota controller never computed {ns}/gpu-quota")
+
+
+def test_one_budget_split_and_enforced(pulumi_cli, quota_cluster, tmp_path):
+    work = tmp_path / "program"
+    shutil.copytree(PROGRAM, work)
+    pulumi_cli("stack", "init", "test", cwd=work)
+    pulumi_cli("config", "set", "--secret", "kubeconfig", quota_cluster.kubeconfig_text, cwd=work)
+    pulumi_cli("config", "set", "budget", json.dumps(BUDGET), cwd=work)
+    declared = {"inference": {"gpus": 1, "gpumem_mb": 20000, "gpucores": 30}}
+    pulumi_cli("config", "set", "declared", json.dumps(declared), cwd=work)
+    try:
+        pulumi_cli("up", "--yes", "--skip-preview", cwd=work)
+        shares = json.loads(pulumi_cli("stack", "output", "shares", "--json", cwd=work).stdout)
+        assert shares == {"default": [9, 61920, 70], "inference": [1, 20000, 30]}
+        assert [sum(s[i] for s in shares.values()) for i in range(3)] == [10, 81920, 100]  # never more
+        core = quota_cluster.core()
+        for ns in shares:
+            wait_quota_status(core, ns)
+        # within the inference share, then one slice more
+        assert create(core, "inference", gpu_pod("fits", 20000, 30)) is None
+        refused = create(core, "inference", gpu_pod("over", 1000, 1))
+        assert refused is not None and refused.status == 403 and "exceeded quota: gpu-quota" in refused.body
+        # default holds the rest: 61920 MB, not the whole budget again
+        assert create(core, "default", gpu_pod("d1", 60000, 50)) is None
+        refused = create(core, "default", gpu_pod("d2", 20000, 10))
+        assert refused is not None and "exceeded quota" in refused.body and "nvidia.com/gpumem" in refused.body
+        # a namespace without a share cannot open a second budget
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="elsewhere")))
+        refused = create(core, "elsewhere", gpu_pod("sneaky", 1000, 1))
+        assert refused is not None and refused.status in (403, 422)
+        assert "GPU pods run only in the namespaces that hold a share" in refused.body
+        assert (
+            create(
+                core, "elsewhere", {"metadata": {"name": "cpu"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+            )
+            is None
+        )
+        pulumi_cli("preview", "--expect-no-changes", cwd=work)
+    finally:
+        pulumi_cli("destroy", "--yes", "--skip-preview", cwd=work, timeout=180)
