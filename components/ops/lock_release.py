@@ -107,6 +107,27 @@ def release_node_lock(core: Any, node: str, namespace: str, pod: str, node_obj: 
     raise RuntimeError(f"node {node}: lock still contended after {CONFLICT_RETRIES} attempts")
 
 
+def free_lock_at_allocation(
+    core: Any, namespace: str, pod: str, pod_obj: Obj, node_label: tuple[str, str] | None = MOCK_GPU_NODE_LABEL
+) -> str | None:
+    """Free the node lock as soon as HAMi's Bind has taken it and marked the pod allocating,
+    before the Binding lands: on a mock-GPU node the lock guards nothing (the mock's Allocate
+    does nothing), and every GPU pod whose Bind meets it would back off for a second or more.
+    Still only the pod's own lock, resourceVersion-guarded. None when there is nothing to do."""
+    node = annotations(pod_obj).get(ha.VGPU_NODE)
+    if not node or (pod_obj.get("spec") or {}).get("nodeName"):
+        return None
+    try:
+        node_obj = _json(core.read_node, node)
+    except Exception as exc:
+        if http_status(exc) == 404:
+            return LOCK_NODE_GONE
+        raise
+    if not is_mock_node(node_obj, node_label):
+        return None
+    return release_node_lock(core, node, namespace, pod, node_obj)
+
+
 def release_pod(
     core: Any,
     namespace: str,

@@ -79,6 +79,11 @@ class Metrics:
             buckets=DELAY_BUCKETS,
             registry=r,
         )
+        self.early = Counter(
+            "gpu_tenancy_locks_freed_at_allocation",
+            "Node locks freed when HAMi marked the pod allocating, before its Binding landed.",
+            registry=r,
+        )
         self.relists = Counter("gpu_tenancy_relists", "Full lists of pods (start, 410 Gone, errors).", registry=r)
         self.watches = Counter("gpu_tenancy_watch_sessions", "Watch requests opened.", registry=r)
         self.last_contact = Gauge(
@@ -152,7 +157,14 @@ class ReleaseController:
         waits unschedulable. Returns the release outcome, or None when there was nothing to do."""
         phase = lr.annotations(pod).get(ha.BIND_PHASE)
         namespace, name = _key(pod)
-        if phase == ha.PHASE_ALLOCATING and (pod.get("spec") or {}).get("nodeName"):
+        if phase == ha.PHASE_ALLOCATING and not (pod.get("spec") or {}).get("nodeName"):
+            freed = lr.free_lock_at_allocation(self.core, namespace, name, pod, self.node_label)
+            self._contact()
+            if freed == lr.LOCK_RELEASED:
+                self.metrics.early.inc()
+                log.debug("%s/%s: node lock freed at allocation, before the Binding", namespace, name)
+            return None
+        if phase == ha.PHASE_ALLOCATING:
             seen = time.monotonic()
             outcome = lr.release_pod(self.core, namespace, name, pod_obj=pod, node_label=self.node_label)
             self._contact()
