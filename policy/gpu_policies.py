@@ -17,6 +17,7 @@ at preview count as one. Props are read-only proxies with float numbers.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -138,6 +139,13 @@ def tenants_for(config: Mapping[str, Any] | None) -> Tenants:
         raw, cluster, source = _json(STACK_TENANTS_KEY), _json(STACK_CLUSTER_KEY), f"the stack's {STACK_TENANTS_KEY}"
     if not raw:
         return Tenants({}, f"no tenant quota is configured: {FIX}")
+    return _tenants(json.dumps([raw, cluster], sort_keys=True), source)
+
+
+@functools.lru_cache(maxsize=8)
+def _tenants(raw_json: str, source: str) -> Tenants:
+    """Validated once per distinct config: every policy call of a preview asks for it."""
+    raw, cluster = json.loads(raw_json)
     try:
         found = load_tenants(PROJECT, raw, cluster if isinstance(cluster, Mapping) else None)
     except ConfigError as exc:

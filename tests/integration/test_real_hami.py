@@ -13,9 +13,11 @@ from kubernetes import client
 
 from components.config.model import GpuFleet
 from components.gpu import hami_annotations as ha
+from components.gpu.rules import Quota
 from components.ops import hami_reasons
 from components.ops import release_controller as rc
 from components.ops.kube import core_api
+from components.tenant.gpu_quota import quota_hard
 from tests.integration.cluster import start_cluster
 from tests.integration.conftest import require
 from tests.integration.real_hami import SKIP_REASON, RealHami, add_gpu_node, binary
@@ -23,6 +25,7 @@ from tests.integration.real_hami import SKIP_REASON, RealHami, add_gpu_node, bin
 pytestmark = pytest.mark.integration
 NODE = "team-a-worker-0"
 A100 = GpuFleet.model_validate({"model": "A100-80GB", "cardsPerNode": 1})
+A100_MB = A100.model.memory_mb
 
 
 @pytest.fixture(scope="module")
@@ -143,3 +146,25 @@ def test_ten_slices_created_at_once_all_bind(lab, ns):
         gpu_pod(core, ns, f"burst-{i}", 8000, 10)
     for i in range(8):
         wait_bound(core, ns, f"burst-{i}", timeout=180)
+
+
+def test_a_pod_over_the_budget_is_refused_by_hami(lab, ns):
+    """The runtime quota's two spellings: the API server counts what a pod declares (a bare
+    nvidia.com/gpu declares no memory), HAMi counts what it allocates (a whole card). With a
+    share of one card, a second pod gets past the API server and HAMi refuses it."""
+    cluster, _, _ = lab
+    core = cluster.core()
+    hard = quota_hard(Quota(gpus=10, gpumem_mb=A100_MB, gpucores=100))
+    core.create_namespaced_resource_quota(ns, {"metadata": {"name": "gpu-quota"}, "spec": {"hard": hard}})
+    whole = client.V1ResourceRequirements(limits={ha.RES_GPU: "1"})
+    core.create_namespaced_pod(
+        ns,
+        client.V1Pod(
+            metadata=client.V1ObjectMeta(name="whole-card"),
+            spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox", resources=whole)]),
+        ),
+    )
+    wait_bound(core, ns, "whole-card")
+    gpu_pod(core, ns, "one-more", 1000, 0)  # admitted: the API server saw 0 MB declared so far
+    text = wait_reason(core, ns, "one-more", "ResourceQuotaNotFit")
+    print(f"one-more: {text}")

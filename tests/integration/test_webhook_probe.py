@@ -100,3 +100,14 @@ def test_reachable_webhook_passes_and_nothing_is_created(cluster, stand_in_webho
     with pytest.raises(client.ApiException) as err:
         core.read_namespaced_pod(wp.PROBE_POD, "default")
     assert err.value.status == 404  # dry run: the probe pod was never stored
+
+
+def test_refresh_probes_briefly(cluster):
+    """A refresh (read) does not wait out the update's 180 s: it says within seconds that the
+    webhook is not reached."""
+    from components.providers.webhook_probe import REFRESH_TIMEOUT_SECONDS, HamiWebhookProbeProvider
+
+    props = {"kubeconfig": cluster.kubeconfig_text, "namespace": "default", "timeout_seconds": 180}
+    with pytest.raises(wp.WebhookUnreachableError) as err:
+        HamiWebhookProbeProvider().read("default/gpu-tenancy-webhook-probe", props)
+    assert f"within {REFRESH_TIMEOUT_SECONDS:g} s" in str(err.value)
