@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import secrets
 import string
 import time
@@ -24,7 +23,7 @@ import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from components.ops.kube import http_status
+from components.ops.kube import get_json_or_none, http_status
 
 BOOTSTRAP_GROUP = "system:bootstrappers:kubeadm:default-node-token"
 TOKEN_NAMESPACE = "kube-system"
@@ -114,12 +113,7 @@ def join_configuration(endpoint: str, token: str, ca_hash: str, node_name: str) 
 
 
 def _node(core: Any, name: str) -> dict[str, Any] | None:
-    try:
-        return json.loads(core.read_node(name, _preload_content=False).data)
-    except Exception as exc:
-        if http_status(exc) == 404:
-            return None
-        raise
+    return get_json_or_none(core.read_node, name)
 
 
 def machine_id(node: dict[str, Any]) -> str:

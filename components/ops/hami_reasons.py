@@ -9,14 +9,13 @@ This module reads all three and names each reason with its HAMi code and plain w
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from components.ops.kube import http_status
+from components.ops.kube import get_json, get_json_or_none, http_status
 
 FILTERING_FAILED = "FilteringFailed"
 BINDING_FAILED = "BindingFailed"
@@ -133,11 +132,8 @@ def parse(events: list[Mapping[str, Any]], condition: str = "") -> PendingReason
 
 def pending_reason(core: Any, namespace: str, pod: str) -> PendingReason:
     """Read the pod's PodScheduled condition and events, and parse them."""
-    try:
-        obj = json.loads(core.read_namespaced_pod(pod, namespace, _preload_content=False).data)
-    except Exception as exc:
-        if http_status(exc) != 404:
-            raise
+    obj = get_json_or_none(core.read_namespaced_pod, pod, namespace)
+    if obj is None:
         return PendingReason(scheduler="pod no longer exists")
     condition = ""
     for cond in (obj.get("status") or {}).get("conditions") or []:
@@ -146,7 +142,7 @@ def pending_reason(core: Any, namespace: str, pod: str) -> PendingReason:
     uid = obj["metadata"].get("uid")
     selector = f"involvedObject.name={pod},involvedObject.namespace={namespace}"
     try:
-        listed = json.loads(core.list_namespaced_event(namespace, field_selector=selector, _preload_content=False).data)
+        listed = get_json(core.list_namespaced_event, namespace, field_selector=selector)
         events = [e for e in listed.get("items", []) if (e.get("involvedObject") or {}).get("uid") in (None, uid)]
     except Exception as exc:  # events are best effort: a missing reason must not hide the timeout
         if http_status(exc) is None:

@@ -10,7 +10,6 @@ locks alone. Both the release controller (every GPU pod, watched) and the BindRe
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -20,7 +19,7 @@ from typing import Any
 from components.config.names import MOCK_GPU_NODE_LABEL
 from components.gpu import hami_annotations as ha
 from components.ops import hami_reasons
-from components.ops.kube import http_status
+from components.ops.kube import get_json, get_json_or_none, http_status
 
 log = logging.getLogger("gpu-tenancy.lock-release")
 
@@ -50,11 +49,6 @@ class Outcome:
     detail: str = ""
 
 
-def _json(call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
-    """A client call's answer as plain JSON (no model classes: faster, and the watch gives dicts)."""
-    return json.loads(call(*args, _preload_content=False, **kwargs).data)
-
-
 def annotations(obj: Obj) -> Mapping[str, str]:
     return (obj.get("metadata") or {}).get("annotations") or {}
 
@@ -77,12 +71,9 @@ def release_node_lock(core: Any, node: str, namespace: str, pod: str, node_obj: 
     """
     for attempt in range(CONFLICT_RETRIES):
         if node_obj is None or attempt:
-            try:
-                node_obj = _json(core.read_node, node)
-            except Exception as exc:
-                if http_status(exc) == 404:
-                    return LOCK_NODE_GONE
-                raise
+            node_obj = get_json_or_none(core.read_node, node)
+            if node_obj is None:
+                return LOCK_NODE_GONE
         value = annotations(node_obj).get(ha.NODE_LOCK)
         if value is None:
             return LOCK_NOT_HELD
@@ -117,12 +108,9 @@ def free_lock_at_allocation(
     node = annotations(pod_obj).get(ha.VGPU_NODE)
     if not node or (pod_obj.get("spec") or {}).get("nodeName"):
         return None
-    try:
-        node_obj = _json(core.read_node, node)
-    except Exception as exc:
-        if http_status(exc) == 404:
-            return LOCK_NODE_GONE
-        raise
+    node_obj = get_json_or_none(core.read_node, node)
+    if node_obj is None:
+        return LOCK_NODE_GONE
     if not is_mock_node(node_obj, node_label):
         return None
     return release_node_lock(core, node, namespace, pod, node_obj)
@@ -142,12 +130,9 @@ def release_pod(
     released = False
     for attempt in range(CONFLICT_RETRIES):
         if pod_obj is None or attempt:
-            try:
-                pod_obj = _json(core.read_namespaced_pod, pod, namespace)
-            except Exception as exc:
-                if http_status(exc) == 404:
-                    return Outcome(POD_GONE)
-                raise
+            pod_obj = get_json_or_none(core.read_namespaced_pod, pod, namespace)
+            if pod_obj is None:
+                return Outcome(POD_GONE)
         phase = annotations(pod_obj).get(ha.BIND_PHASE)
         # Bound = HAMi's Bind patched bind-phase and then created the Binding (spec.nodeName).
         node = (pod_obj.get("spec") or {}).get("nodeName")
@@ -155,12 +140,9 @@ def release_pod(
             return Outcome(FAILED, node, "HAMi marked the allocation failed (bind-phase failed)")
         if phase not in (ha.PHASE_ALLOCATING, ha.PHASE_SUCCESS) or not node:
             return Outcome(NOT_BOUND, node)
-        try:
-            node_obj = _json(core.read_node, node)
-        except Exception as exc:
-            if http_status(exc) == 404:
-                return Outcome(NODE_GONE, node, f"node {node} no longer exists")
-            raise
+        node_obj = get_json_or_none(core.read_node, node)
+        if node_obj is None:
+            return Outcome(NODE_GONE, node, f"node {node} no longer exists")
         if not is_mock_node(node_obj, node_label):
             return Outcome(NOT_MOCK, node, f"node {node} is not labelled {'='.join(node_label or ())}")
         # The lock first: the next GPU pod on the node waits for it, not for bind-phase. A crash
@@ -195,7 +177,7 @@ def release_orphaned_locks(core: Any, pods: list[Obj], node_label: tuple[str, st
         if annotations(p).get(ha.BIND_PHASE) == ha.PHASE_SUCCESS
     }
     released = 0
-    for node in _json(core.list_node).get("items", []):
+    for node in get_json(core.list_node).get("items", []):
         value = annotations(node).get(ha.NODE_LOCK)
         if value is None or not is_mock_node(node, node_label):
             continue
@@ -246,7 +228,7 @@ def wait_and_release_pods(
         if names is not None:
             current = list(names)
         else:
-            listed = _json(core.list_namespaced_pod, namespace, label_selector=selector).get("items", [])
+            listed = get_json(core.list_namespaced_pod, namespace, label_selector=selector).get("items", [])
             current = sorted(p["metadata"]["name"] for p in listed if not p["metadata"].get("deletionTimestamp"))
         for pod in current:
             if pod not in finished:

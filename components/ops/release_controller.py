@@ -36,7 +36,7 @@ from components.config.names import MOCK_GPU_NODE_LABEL
 from components.gpu import hami_annotations as ha
 from components.ops import hami_reasons
 from components.ops import lock_release as lr
-from components.ops.kube import REQUEST_TIMEOUT, core_api, http_status
+from components.ops.kube import REQUEST_TIMEOUT, core_api, get_json, http_status
 
 log = logging.getLogger("gpu-tenancy.release-controller")
 
@@ -201,8 +201,8 @@ class ReleaseController:
     # -- list and watch -----------------------------------------------------------------
     def _list(self) -> dict[str, Any]:
         if self.namespace:
-            return lr._json(self.core.list_namespaced_pod, self.namespace)
-        return lr._json(self.core.list_pod_for_all_namespaces)
+            return get_json(self.core.list_namespaced_pod, self.namespace)
+        return get_json(self.core.list_pod_for_all_namespaces)
 
     def relist(self) -> None:
         """Handle every pod as it is now (those already allocating included); remember where

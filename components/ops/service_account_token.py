@@ -8,11 +8,10 @@ writes `data.token` into it shortly after. The lab gives its release controllers
 from __future__ import annotations
 
 import base64
-import json
 import time
 from typing import Any
 
-from components.ops.kube import http_status
+from components.ops.kube import get_json_or_none
 
 
 class TokenNotIssuedError(Exception):
@@ -20,12 +19,9 @@ class TokenNotIssuedError(Exception):
 
 
 def read_token(core: Any, namespace: str, name: str) -> str | None:
-    try:
-        secret = json.loads(core.read_namespaced_secret(name, namespace, _preload_content=False).data)
-    except Exception as exc:
-        if http_status(exc) == 404:
-            return None
-        raise
+    secret = get_json_or_none(core.read_namespaced_secret, name, namespace)
+    if secret is None:
+        return None
     token = (secret.get("data") or {}).get("token")
     return base64.b64decode(token).decode() if token else None
 

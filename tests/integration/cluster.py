@@ -313,13 +313,18 @@ class TestCluster:
         return client.CoreV1Api(self.api_client())
 
     def stop(self) -> None:
-        for p in reversed(self.procs):
-            p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(list(reversed(self.procs)))
+
+
+def stop_processes(procs: list[subprocess.Popen], timeout: float = 20) -> None:
+    """Terminate, wait, kill what does not stop."""
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
 
 
 def start_cluster(env: dict[str, str], api_args: list[str] | None = None) -> TestCluster:

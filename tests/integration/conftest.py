@@ -10,12 +10,13 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.integration.cluster import TestCluster, start_cluster
+from tests.integration.cluster import TestCluster, add_node, start_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("GPU_TENANCY_CACHE", Path.home() / ".cache" / "gpu-tenancy"))
@@ -52,6 +53,20 @@ def cluster(tools: dict[str, str]) -> Iterator[TestCluster]:
     c = start_cluster(tools)
     yield c
     c.stop()
+
+
+@pytest.fixture
+def node(cluster: TestCluster) -> Iterator[str]:
+    """A Ready mock-GPU node of its own for one test, removed after it."""
+    from kubernetes import client
+
+    name = f"node-{uuid.uuid4().hex[:6]}"
+    add_node(cluster, name)
+    yield name
+    try:
+        cluster.core().delete_node(name)
+    except client.ApiException:
+        pass
 
 
 class PulumiCli:

@@ -30,7 +30,7 @@ from components.config.names import HAMI_NAMESPACE, MOCK_GPU_NODE_LABEL
 from components.gpu import hami_annotations as ha
 from components.ops import hami_registration
 from components.tenant.gpu_inventory import gpu_capacity, node_devices
-from tests.integration.cluster import TestCluster, add_node, free_port, routable_ip, self_signed
+from tests.integration.cluster import TestCluster, add_node, free_port, routable_ip, self_signed, stop_processes
 
 ENV = "HAMI_SCHEDULER"
 SKIP_REASON = (
@@ -248,10 +248,4 @@ class RealHami:
         return "2.10+ (hami_* names)" if "hami_gpu_memory_limit_bytes" in text else "2.8 (GPUDevice* names)"
 
     def stop(self) -> None:
-        for p in self.procs:
-            p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(self.procs, timeout=15)

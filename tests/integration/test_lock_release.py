@@ -20,17 +20,6 @@ from tests.integration.hami_stand_in import SCHEDULER_SAYS, mark_unschedulable
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def node(cluster):
-    name = f"lock-node-{uuid.uuid4().hex[:6]}"
-    add_node(cluster, name)
-    yield name
-    try:
-        cluster.core().delete_node(name)
-    except client.ApiException:
-        pass
-
-
 def bound_pod(core, node: str, phase: str = ha.PHASE_ALLOCATING) -> str:
     """A pod as HAMi's Bind leaves it: bind-phase, bind-time, vgpu-node and spec.nodeName."""
     name = f"gpu-{uuid.uuid4().hex[:8]}"

@@ -40,17 +40,6 @@ def ns(cluster):
     return name
 
 
-@pytest.fixture
-def node(cluster):
-    name = f"rc-node-{uuid.uuid4().hex[:6]}"
-    add_node(cluster, name)
-    yield name
-    try:
-        cluster.core().delete_node(name)
-    except client.ApiException:
-        pass
-
-
 @contextmanager
 def running(core, namespace: str, **kwargs) -> Iterator[rc.ReleaseController]:
     controller = rc.ReleaseController(core, namespace=namespace, backoff_max=1.0, **kwargs)
