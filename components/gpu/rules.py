@@ -30,6 +30,29 @@ from components.gpu.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM, R
 GPU_RESOURCES = (RES_GPU, RES_GPUMEM, RES_GPUMEM_PERCENTAGE, RES_GPUCORES)
 INT32_MAX = 2**31 - 1
 
+# HAMi's reason codes (pkg/device/common) for what the rules below can refuse. Spelled here
+# because this layer imports nothing above it; components.ops.hami_reasons.WORDS gives their
+# plain words (a test checks it knows each one).
+NODE_INSUFFICIENT_DEVICE = "NodeInsufficientDevice"  # more GPUs per container than the node has cards
+CARD_TYPE_MISMATCH = "CardTypeMismatch"  # nvidia.com/use-gputype names no card of the node
+CARD_TIME_SLICING_EXHAUSTED = "CardTimeSlicingExhausted"
+CARD_INSUFFICIENT_MEMORY = "CardInsufficientMemory"
+CARD_INSUFFICIENT_CORE = "CardInsufficientCore"
+EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT = "ExclusiveDeviceAllocateConflict"
+CARD_COMPUTE_UNITS_EXHAUSTED = "CardComputeUnitsExhausted"
+ALLOCATED_CARDS_INSUFFICIENT_REQUEST = "AllocatedCardsInsufficientRequest"  # some cards fit, too few
+# The order HAMi checks them in (node, then each card's Fit pipeline, then the count).
+HAMI_CODE_ORDER = (
+    NODE_INSUFFICIENT_DEVICE,
+    CARD_TYPE_MISMATCH,
+    CARD_TIME_SLICING_EXHAUSTED,
+    CARD_INSUFFICIENT_MEMORY,
+    CARD_INSUFFICIENT_CORE,
+    EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT,
+    CARD_COMPUTE_UNITS_EXHAUSTED,
+    ALLOCATED_CARDS_INSUFFICIENT_REQUEST,
+)
+
 
 class RequestError(ValueError):
     """A container's GPU request is malformed in a way HAMi would ignore or reject."""
@@ -246,13 +269,22 @@ class _Card:
 
     def takes(self, req: GpuRequest, card: GpuModel) -> bool:
         """Whether one vGPU of `req` fits on this card, with HAMi's per-card rules."""
-        return (
-            self.slots_free > 0
-            and self.mem_free >= req.mem_mb
-            and self.cores_free >= req.cores
-            and not (req.cores >= card.cores and self.used)  # exclusive needs an unused card
-            and not (req.cores == 0 and self.cores_free == 0)  # CardComputeUnitsExhausted
-        )
+        return self.refusal(req, card) is None
+
+    def refusal(self, req: GpuRequest, card: GpuModel) -> str | None:
+        """HAMi's code for the first per-card check one vGPU of `req` fails here (its Fit's
+        order), or None when it fits: `takes` and the Pending reasons are the same rules."""
+        if self.slots_free <= 0:
+            return CARD_TIME_SLICING_EXHAUSTED
+        if self.mem_free < req.mem_mb:
+            return CARD_INSUFFICIENT_MEMORY
+        if self.cores_free < req.cores:
+            return CARD_INSUFFICIENT_CORE
+        if req.cores >= card.cores and self.used:  # exclusive needs an unused card
+            return EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT
+        if req.cores == 0 and self.cores_free == 0:
+            return CARD_COMPUTE_UNITS_EXHAUSTED
+        return None
 
     def take(self, req: GpuRequest) -> None:
         self.mem_free -= req.mem_mb
@@ -266,15 +298,31 @@ def _empty_node(fleet: Fleet) -> list[_Card]:
     return [_Card(m.memory_mb, m.cores, m.split_count) for _ in range(fleet.cards_per_node)]
 
 
-def _place(pod: PodRequest, cards: list[_Card], model: GpuModel) -> bool:
-    """Place every container of the pod on this node (best fit per vGPU), or change nothing."""
+def _fit(pod: PodRequest, cards: list[_Card], model: GpuModel) -> tuple[list[_Card] | None, tuple[str, ...]]:
+    """The node's cards after the pod (best fit per vGPU, container by container, as HAMi
+    allocates them), or None and HAMi's codes for the container that does not fit: one code per
+    refusing card, and AllocatedCardsInsufficientRequest when some cards fit but too few."""
     trial = [_Card(c.mem_free, c.cores_free, c.slots_free, c.used) for c in cards]
     for _, req in pod.containers:
-        fits = [c for c in trial if c.takes(req, model)]
+        if req.gpus > len(trial):
+            return None, (NODE_INSUFFICIENT_DEVICE,)  # HAMi checks this before any card
+        refusals = [c.refusal(req, model) for c in trial]
+        fits = [c for c, r in zip(trial, refusals, strict=True) if r is None]
         if len(fits) < req.gpus:
-            return False
+            codes = {r for r in refusals if r is not None}
+            if fits:
+                codes.add(ALLOCATED_CARDS_INSUFFICIENT_REQUEST)
+            return None, tuple(c for c in HAMI_CODE_ORDER if c in codes)
         for c in sorted(fits, key=lambda c: (c.mem_free, c.cores_free))[: req.gpus]:
             c.take(req)
+    return trial, ()
+
+
+def _place(pod: PodRequest, cards: list[_Card], model: GpuModel) -> bool:
+    """Place every container of the pod on this node (best fit per vGPU), or change nothing."""
+    trial, _ = _fit(pod, cards, model)
+    if trial is None:
+        return False
     cards[:] = trial
     return True
 
@@ -326,6 +374,102 @@ def pack(demands: Iterable[Demand], fleet: Fleet) -> Packing:
         else:
             return Packing(placed, name)
     return Packing(placed, None)
+
+
+@dataclass(frozen=True)
+class PendingPod:
+    """A pod (`workload[k]`) no node takes, with HAMi's codes as (code, nodes reporting it),
+    in HAMi's check order: what its FilteringFailed events would say."""
+
+    name: str
+    demand: str
+    reasons: tuple[tuple[str, int], ...]
+    # The demand is declared allowed to stay Pending (`failOnPending: false`).
+    allowed: bool = False
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        return tuple(code for code, _ in self.reasons)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Every pod of the demands on a fleet: where each went, which stay Pending and why, and
+    what the placed pods hold (`cards_used`: cards with at least one slice)."""
+
+    fleet: Fleet
+    placed: dict[str, int]
+    pending: tuple[PendingPod, ...]
+    cards_used: int
+    allocated: Quota
+
+    @property
+    def pods(self) -> int:
+        return len(self.placed) + len(self.pending)
+
+    @property
+    def cards(self) -> int:
+        return self.fleet.nodes * self.fleet.cards_per_node
+
+    @property
+    def capacity(self) -> Quota:
+        return self.fleet.capacity
+
+    @property
+    def unplaceable(self) -> str | None:
+        """The first pod that must be scheduled and stays Pending: `pack`'s verdict."""
+        return next((p.name for p in self.pending if not p.allowed), None)
+
+
+def _pending_reasons(pod: PodRequest, nodes: list[list[_Card]], model: GpuModel) -> tuple[tuple[str, int], ...]:
+    """HAMi's codes over every node, each with how many nodes report it."""
+    counts: dict[str, int] = {}
+    for cards in nodes:
+        for code in _fit(pod, cards, model)[1]:
+            counts[code] = counts.get(code, 0) + 1
+    return tuple((code, counts[code]) for code in HAMI_CODE_ORDER if code in counts)
+
+
+def place_all(demands: Iterable[Demand], fleet: Fleet) -> Placement:
+    """Place every pod, going on past those that do not fit, for a plan's full picture.
+
+    The pods that must be scheduled go first, exactly as `pack` places them (same order, same
+    `_place`, same full-node shortcut), so both agree on what fits; the pods allowed to stay
+    Pending then take what is left, first-fit decreasing too. A pod no node takes gets HAMi's
+    codes from every node as the fleet stands at that moment. (A node `pack` stopped scanning
+    because no card has memory and a slot left can still suit a 0 MB request; such a pod stays
+    Pending with no code, as in `pack`.)
+    """
+    demands = list(demands)
+
+    def pods(must_fit: bool) -> list[tuple[str, Demand]]:
+        out = [(f"{d.name}[{k}]", d) for d in demands if d.must_fit == must_fit for k in range(d.replicas)]
+        out.sort(key=lambda p: (p[1].pod.total.gpumem_mb, p[1].pod.total.gpucores), reverse=True)
+        return out
+
+    nodes = [_empty_node(fleet) for _ in range(fleet.nodes)]
+    scan = list(range(fleet.nodes))  # as in pack: a full node leaves the scan
+    placed: dict[str, int] = {}
+    pending: list[PendingPod] = []
+    for name, d in pods(True) + pods(False):
+        for pos, index in enumerate(scan):
+            cards = nodes[index]
+            if _place(d.pod, cards, fleet.model):
+                placed[name] = index
+                if not any(c.slots_free > 0 and c.mem_free > 0 for c in cards):
+                    del scan[pos]
+                break
+        else:
+            reasons = _pending_reasons(d.pod, nodes, fleet.model)
+            pending.append(PendingPod(name, d.name, reasons, allowed=not d.must_fit))
+    m = fleet.model
+    cards = [c for node in nodes for c in node]
+    allocated = Quota(
+        gpus=sum(m.split_count - c.slots_free for c in cards),
+        gpumem_mb=sum(m.memory_mb - c.mem_free for c in cards),
+        gpucores=sum(m.cores - c.cores_free for c in cards),
+    )
+    return Placement(fleet, placed, tuple(pending), sum(c.used for c in cards), allocated)
 
 
 def first_unplaceable(demands: Iterable[Demand], fleet: Fleet) -> str | None:
