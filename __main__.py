@@ -74,8 +74,12 @@ for t in cfg.tenants:
         {
             "endpoint": tenant.control_plane.endpoint,
             "kubeconfig": tenant.control_plane.kubeconfig,
-            "nodes": [w.node_name for w in tenant.workers],
-            "gpuInventory": tenant.inventory.summary,
-            "releaser": {"container": tenant.releaser.container.name, "metrics": tenant.releaser.metrics_url},
+            "pools": tenant.pools,
+            "gpuInventory": tenant.summary,
+            "releaser": (
+                {"container": tenant.releaser.container.name, "metrics": tenant.releaser.metrics_url}
+                if tenant.releaser
+                else None
+            ),
         },
     )

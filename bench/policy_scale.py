@@ -29,13 +29,13 @@ CONFIG = {
     "tenants": [
         {
             "name": "team-a",
-            "workers": 10,
+            "pools": [{"name": "worker", "nodes": 10}],
             "gpu": {"model": "A100-80GB", "cardsPerNode": 1},
             "quota": {"gpus": 10**9, "gpumemMb": 10**9, "gpucoresPercent": 10**9},
         },
         {
             "name": "team-b",
-            "workers": 10,
+            "pools": [{"name": "worker", "nodes": 10}],
             "gpu": {"model": "L4", "cardsPerNode": 4},
             "quota": {"gpus": 10**9, "gpumemMb": 10**9, "gpucoresPercent": 10**9},
         },

@@ -265,7 +265,7 @@ def demand_of(w: Workload, t: TenantConfig, report: Callable[[str], None]) -> De
         return None
     if not pod.containers:
         return None
-    replicas = t.workers if w.kind == "DaemonSet" else w.replicas
+    replicas = t.fleet.nodes if w.kind == "DaemonSet" else w.replicas
     return Demand(f"{w.kind} {w.name}", pod, replicas, w.must_fit)
 
 

@@ -57,6 +57,10 @@ MAX_CLUSTER_NAME = 20
 MAX_TENANT_NAME = 30
 MAX_WORKLOAD_NAME = 50
 MAX_WORKERS = 10
+# Simulated nodes are API objects only; the bench shows 1,000 of them, the limit leaves headroom.
+MAX_KWOK_NODES = 5000
+MAX_EXTERNAL_NODES = 1000
+MAX_POOL_NAME = 20
 MAX_CARDS_PER_NODE = 8
 MAX_REPLICAS = 100
 MAX_QUOTA = 10**9
@@ -66,6 +70,14 @@ NODE_POD_PREFIX = 24
 
 MODE_DOCKER = "docker"
 MODE_KUBECONFIG = "kubeconfig"
+# Worker pool modes: kindest/node containers joined by kubeadm; KWOK's simulated nodes; the
+# team's own machines, joined with a bootstrap token the stack outputs.
+POOL_DOCKER = "docker"
+POOL_KWOK = "kwok"
+POOL_EXTERNAL = "external"
+POOL_MODES = (POOL_DOCKER, POOL_KWOK, POOL_EXTERNAL)
+# Docker nodes are limited per tenant (all its docker pools together), the others per pool.
+POOL_MAX_NODES = {POOL_KWOK: MAX_KWOK_NODES, POOL_EXTERNAL: MAX_EXTERNAL_NODES}
 # What a stack builds: the whole lab; the shared platform (cluster + Kamaji) only; or one team's
 # tenants on a platform stack it reaches through a StackReference.
 ROLE_LAB = "lab"
@@ -313,6 +325,32 @@ class WorkloadConfig(_Model):
         return Demand(f"{self.kind} {self.name}", self.pod(card), self.replicas, self.fail_on_pending)
 
 
+class PoolConfig(_Model):
+    """A group of worker nodes of one mode (see POOL_MODES); a tenant has one or more."""
+
+    name: _string(_DNS_1035, f"a DNS-1035 label of at most {MAX_POOL_NAME} characters", MAX_POOL_NAME) = Field(
+        description="the pool's name, unique in its tenant; node names are <lab>-<tenant>-<pool>-<index>"
+    )
+    mode: _choice(POOL_MODES) = Field(
+        POOL_DOCKER,
+        description="`docker` (kindest/node containers), `kwok` (simulated nodes) or `external` (your machines)",
+    )
+    nodes: _integer(1, MAX_KWOK_NODES) = Field(
+        1, description=f"nodes in the pool (docker at most {MAX_WORKERS}, external at most {MAX_EXTERNAL_NODES})"
+    )
+    join_token_hours: _integer(1, 168, " h") | None = Field(
+        None, description="external pools: lifetime of the join token the stack outputs (default 24)"
+    )
+
+    @property
+    def has_fake_gpus(self) -> bool:
+        return self.mode in (POOL_DOCKER, POOL_KWOK)
+
+
+DEFAULT_POOLS = ({"name": "worker", "mode": POOL_DOCKER, "nodes": 1},)
+DEFAULT_JOIN_TOKEN_HOURS = 24
+
+
 class TenantConfig(_Model):
     name: _string(
         _DNS_1035, f"a DNS-1035 label (a-z first, then a-z0-9-, at most {MAX_TENANT_NAME})", MAX_TENANT_NAME
@@ -321,8 +359,11 @@ class TenantConfig(_Model):
         tuple(versions.KIND_NODE_IMAGES),
         lambda v: f"no worker image is pinned for {v!r}; pinned: {', '.join(versions.KIND_NODE_IMAGES)}",
     ) = Field(versions.DEFAULT_TENANT_VERSION, description="one with a pinned worker image")
-    workers: _integer(1, MAX_WORKERS) = Field(1, description="worker nodes (kindest/node containers)")
-    gpu: _section(GpuFleet) = Field(description="`model` and `cardsPerNode`")
+    pools: Annotated[tuple[PoolConfig, ...], BeforeValidator(_list_of("pools"))] = Field(
+        DEFAULT_POOLS,
+        description="worker pools: `name`, `mode`, `nodes` (default: one docker worker); at least one docker node",
+    )
+    gpu: _section(GpuFleet) = Field(description="`model` and `cardsPerNode` of every GPU node of the tenant")
     quota: _section(QuotaConfig) = Field(description="`gpus`, `gpumemMb`, `gpucoresPercent`")
     # None: 31443 + the tenant's index (31132 + index for Konnectivity); filled by load_stack_config.
     api_port: Port | None = Field(
@@ -345,9 +386,32 @@ class TenantConfig(_Model):
     def dns_service_ip(self) -> str:
         return str(ipaddress.IPv4Network(self.service_cidr)[10])
 
+    def pools_of(self, mode: str) -> tuple[PoolConfig, ...]:
+        return tuple(p for p in self.pools if p.mode == mode)
+
+    @property
+    def real_gpus(self) -> bool:
+        """External pools bring real cards: HAMi's NVIDIA plugin, no fake inventory, no releaser.
+        Docker workers then carry no cards and only run the tenant's system pods."""
+        return bool(self.pools_of(POOL_EXTERNAL))
+
+    @property
+    def gpu_pools(self) -> tuple[PoolConfig, ...]:
+        return tuple(p for p in self.pools if (p.mode == POOL_EXTERNAL) == self.real_gpus)
+
+    @property
+    def docker_nodes(self) -> int:
+        return sum(p.nodes for p in self.pools_of(POOL_DOCKER))
+
+    def node_names(self, lab: str, pool: PoolConfig) -> list[str]:
+        """Names of the nodes this stack makes for a pool (external machines name themselves)."""
+        return (
+            [] if pool.mode == POOL_EXTERNAL else [worker_name(lab, self.name, pool.name, i) for i in range(pool.nodes)]
+        )
+
     @property
     def fleet(self) -> Fleet:
-        return Fleet(self.gpu.model, self.workers, self.gpu.cards_per_node)
+        return Fleet(self.gpu.model, sum(p.nodes for p in self.gpu_pools), self.gpu.cards_per_node)
 
     def demands(self) -> list[Demand]:
         return [w.demand(self.gpu.model) for w in self.workloads]
@@ -463,7 +527,7 @@ def _tenant_checks(t: TenantConfig, i: int, cluster: ClusterConfig | None, c: _C
     m = t.gpu.model
     fail = c.fail
     before = len(c.problems)
-    if t.gpu.cards_per_node * m.memory_mb > MOCK_PLUGIN_MAX_MB_PER_NODE:
+    if not t.real_gpus and t.gpu.cards_per_node * m.memory_mb > MOCK_PLUGIN_MAX_MB_PER_NODE:
         fail(
             f"{path}.gpu.cardsPerNode",
             f"{t.gpu.cards_per_node} x {m.memory_mb} MB = {t.gpu.cards_per_node * m.memory_mb} MB per node is more "
@@ -479,12 +543,15 @@ def _tenant_checks(t: TenantConfig, i: int, cluster: ClusterConfig | None, c: _C
     svc_net = ipaddress.IPv4Network(t.service_cidr)
     if svc_net.num_addresses < 16:
         fail(f"{path}.serviceCidr", f"{t.service_cidr} is too small: it must hold the DNS service IP (.10)")
+    _pool_checks(t, path, fail)
+    # kube-controller-manager gives every Node object a /24, simulated ones included.
+    node_objects = sum(p.nodes for p in t.pools)
     node_nets = 2 ** max(0, NODE_POD_PREFIX - pod_net.prefixlen) if pod_net.prefixlen <= NODE_POD_PREFIX else 0
-    if node_nets < t.workers:
+    if node_nets < node_objects:
         fail(
             f"{path}.podCidr",
-            f"{t.pod_cidr} holds {node_nets} node network(s) (/{NODE_POD_PREFIX} each) for {t.workers} worker(s); "
-            f"use a /{NODE_POD_PREFIX - max(0, (t.workers - 1).bit_length())} or larger",
+            f"{t.pod_cidr} holds {node_nets} node network(s) (/{NODE_POD_PREFIX} each) for {node_objects} node(s); "
+            f"use a /{NODE_POD_PREFIX - max(0, (node_objects - 1).bit_length())} or larger",
         )
     cluster_net = ipaddress.IPv4Network(cluster.subnet) if cluster else None
     for label, net in (("podCidr", pod_net), ("serviceCidr", svc_net)):
@@ -493,9 +560,10 @@ def _tenant_checks(t: TenantConfig, i: int, cluster: ClusterConfig | None, c: _C
     if pod_net.overlaps(svc_net):
         fail(f"{path}.serviceCidr", f"{svc_net} overlaps podCidr {pod_net}")
     if cluster is not None:
-        longest = worker_name(cluster.name, t.name, t.workers - 1)
-        if len(longest) > HOSTNAME_MAX:
-            fail(f"{path}.name", f"worker hostname {longest!r} is longer than {HOSTNAME_MAX}; shorten the name")
+        for j, pool in enumerate(t.pools):
+            names = t.node_names(cluster.name, pool)
+            if names and len(names[-1]) > HOSTNAME_MAX:
+                fail(f"{path}.pools[{j}].name", f"node name {names[-1]!r} is longer than {HOSTNAME_MAX}; shorten it")
     _workload_checks(t, path, fail)
     if len(c.problems) != before:
         return  # totals against quota and fleet only mean something once the tenant is valid
@@ -519,6 +587,41 @@ def _tenant_checks(t: TenantConfig, i: int, cluster: ClusterConfig | None, c: _C
                 f"{path}.quota.{label}: {limit} is {limit - cap} above what the fleet holds ({cap}); "
                 "the quota can never be used in full"
             )
+
+
+def _pool_checks(t: TenantConfig, path: str, fail: Callable[[str, str], None]) -> None:
+    """Pools: unique names, node counts per mode, a real node for the system pods, one kind of GPU."""
+    seen: dict[str, int] = {}
+    for j, pool in enumerate(t.pools):
+        where = f"{path}.pools[{j}]"
+        if pool.name in seen:
+            fail(f"{where}.name", f"duplicate pool name {pool.name!r} (also pools[{seen[pool.name]}])")
+        seen.setdefault(pool.name, j)
+        limit = POOL_MAX_NODES.get(pool.mode)
+        if limit is not None and pool.nodes > limit:
+            fail(
+                f"{where}.nodes",
+                f"{'an' if pool.mode == POOL_EXTERNAL else 'a'} {pool.mode} pool holds at most {limit} nodes, "
+                f"got {pool.nodes}",
+            )
+        if pool.join_token_hours is not None and pool.mode != POOL_EXTERNAL:
+            fail(f"{where}.joinTokenHours", f"only external pools get a join token (this pool is {pool.mode})")
+    if not t.pools:
+        fail(f"{path}.pools", "needs at least one pool, with at least one docker node")
+    elif not t.docker_nodes:
+        fail(
+            f"{path}.pools",
+            "needs a docker pool: HAMi's scheduler, CoreDNS and the Konnectivity agent must really run, "
+            "and simulated or not-yet-joined nodes cannot run them; add {name: worker, mode: docker, nodes: 1}",
+        )
+    elif t.docker_nodes > MAX_WORKERS:
+        fail(f"{path}.pools", f"{t.docker_nodes} docker nodes in all; a tenant has at most {MAX_WORKERS}")
+    if t.pools_of(POOL_EXTERNAL) and t.pools_of(POOL_KWOK):
+        fail(
+            f"{path}.pools",
+            "mixes kwok (fake cards, HAMi's mock plugin) and external (real cards, NVIDIA's plugin) pools; "
+            "one tenant's HAMi runs one device plugin: put them in two tenants",
+        )
 
 
 def _workload_checks(t: TenantConfig, path: str, fail: Callable[[str, str], None]) -> None:
@@ -555,10 +658,18 @@ def _tenants(project: str, raw: object, cluster: ClusterConfig | None, c: _Colle
         c.fail("tenants", "is required: a non-empty list of tenants")
         return []
     found: list[tuple[int, TenantConfig]] = []
+    clean: list[tuple[int, TenantConfig]] = []  # valid on their own: their node names can be compared
     for i, item in enumerate(raw):
         if isinstance(item, Mapping) and not item:
             c.fail(f"tenants[{i}]", "is empty; a tenant needs at least a name, a gpu model and a quota")
             continue
+        if isinstance(item, Mapping) and "workers" in item:
+            c.fail(
+                f"tenants[{i}].workers",
+                "is replaced by pools: write pools: [{name: worker, mode: docker, nodes: "
+                f"{item['workers']!r}}}] (the same nodes, names unchanged)",
+            )
+            item = {k: v for k, v in item.items() if k != "workers"}
         t = _read(TenantConfig, item, ("tenants", i), project, c.problems)
         if t is None:
             continue
@@ -568,9 +679,22 @@ def _tenants(project: str, raw: object, cluster: ClusterConfig | None, c: _Colle
                 "konnectivity_port": t.konnectivity_port if t.konnectivity_port is not None else 31132 + i,
             }
         )
+        before = len(c.problems)
         _tenant_checks(t, i, cluster, c)
         found.append((i, t))
+        if len(c.problems) == before:
+            clean.append((i, t))
     _unique(c, [(f"tenants[{i}]", t.name, t.api_port, t.konnectivity_port) for i, t in found], "tenant")
+    if cluster is not None and len({t.name for _, t in found}) == len(found):
+        owner: dict[str, str] = {}
+        for i, t in clean:
+            for j, pool in enumerate(t.pools):
+                where = f"tenants[{i}].pools[{j}]"
+                for node in t.node_names(cluster.name, pool):
+                    if node in owner and owner[node] != where:
+                        c.fail(f"{where}.name", f"node name {node!r} is also made by {owner[node]}; rename a pool")
+                        break
+                    owner[node] = where
     return [t for _, t in found]
 
 

@@ -13,9 +13,16 @@ def releaser_name(lab: str, tenant: str) -> str:
     return f"{lab}-{tenant}-releaser"
 
 
-def worker_name(cluster: str, tenant: str, index: int) -> str:
-    """Container, hostname and Node name of a worker; unique per lab and tenant."""
-    return f"{cluster}-{tenant}-worker-{index}"
+def worker_name(cluster: str, tenant: str, pool: str, index: int) -> str:
+    """Container, hostname and Node name of a pool's node; the config checks that they are unique
+    across pools and tenants (the default docker pool is named `worker`)."""
+    return f"{cluster}-{tenant}-{pool}-{index}"
+
+
+# On every node the stack makes: its pool's name and mode (external machines get them from
+# their join configuration).
+POOL_LABEL = "gpu-tenancy/pool"
+POOL_MODE_LABEL = "gpu-tenancy/pool-mode"
 
 
 # Where the HAMi chart goes in each tenant.

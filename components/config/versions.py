@@ -36,5 +36,9 @@ KIND_NODE_IMAGES = MappingProxyType(
 )
 DEFAULT_TENANT_VERSION = "v1.35.1"
 
+# KWOK's controller for kwok pools (the same version tools/build.sh builds for the tests).
+KWOK_VERSION = "0.7.0"
+KWOK_IMAGE = f"registry.k8s.io/kwok/kwok:v{KWOK_VERSION}"
+
 # The release controller's image is built from components/ops/Dockerfile on this base.
 RELEASER_BASE_IMAGE = "docker.io/library/python:3.11-slim"

@@ -51,8 +51,10 @@ def _with_default_timeout(api_client: Any, timeout: tuple[float, float]) -> Any:
     return api_client
 
 
-def api_client(kubeconfig: str, timeout: tuple[float, float] = REQUEST_TIMEOUT) -> Any:
-    """An ApiClient for a kubeconfig's text; made per use, never kept on a pickled provider."""
+def api_client(kubeconfig: str, timeout: tuple[float, float] = REQUEST_TIMEOUT, connections: int = 4) -> Any:
+    """An ApiClient for a kubeconfig's text; made per use, never kept on a pickled provider.
+    `connections`: the HTTP pool size, for callers that send requests from several threads."""
+    from kubernetes import client as k8s_client
     from kubernetes.config import kube_config
 
     doc = yaml.safe_load(kubeconfig)
@@ -63,17 +65,20 @@ def api_client(kubeconfig: str, timeout: tuple[float, float] = REQUEST_TIMEOUT) 
         original = kube_config._create_temp_file_with_content
         kube_config._create_temp_file_with_content = _memfd_with
         try:
-            client = kube_config.new_client_from_config_dict(doc)
+            configuration = k8s_client.Configuration()
+            configuration.connection_pool_maxsize = connections
+            kube_config.load_kube_config_from_dict(doc, client_configuration=configuration)
+            client = k8s_client.ApiClient(configuration)
         finally:
             kube_config._create_temp_file_with_content = original
     return _with_default_timeout(client, timeout)
 
 
-def core_api(kubeconfig: str, timeout: tuple[float, float] = REQUEST_TIMEOUT) -> Any:
+def core_api(kubeconfig: str, timeout: tuple[float, float] = REQUEST_TIMEOUT, connections: int = 4) -> Any:
     """A CoreV1Api for a kubeconfig's text (see api_client)."""
     from kubernetes import client
 
-    return client.CoreV1Api(api_client(kubeconfig, timeout))
+    return client.CoreV1Api(api_client(kubeconfig, timeout, connections))
 
 
 def token_kubeconfig(server: str, ca_data: str, token: str, name: str = "gpu-tenancy") -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import pulumi
@@ -10,29 +9,9 @@ import pulumi_kubernetes as k8s
 
 from components.config.model import GpuFleet
 from components.config.names import MOCK_GPU_NODE_LABEL
-from components.gpu.hami_annotations import GPU_NODE_LABEL, NODE_REGISTER, DeviceInfo, encode_node_register
+from components.gpu.hami_annotations import GPU_NODE_LABEL, NODE_REGISTER, encode_node_register
+from components.gpu.inventory import gpu_capacity, node_devices
 from components.providers.node_gpu_capacity import NodeGpuCapacity
-
-
-def node_devices(tenant: str, node: str, fleet: GpuFleet) -> list[DeviceInfo]:
-    """One register entry per fake card; ids unique across tenants and nodes."""
-    base = re.sub(r"[^A-Za-z0-9-]", "-", f"GPU-{tenant}-{node}")
-    return [
-        DeviceInfo(
-            id=f"{base}-{i}",
-            index=i,
-            count=fleet.model.split_count,
-            devmem=fleet.model.memory_mb,
-            devcore=fleet.model.cores,
-            type=fleet.model.hami_type,
-        )
-        for i in range(fleet.cards_per_node)
-    ]
-
-
-def gpu_capacity(fleet: GpuFleet) -> int:
-    """`nvidia.com/gpu` to seed: the number of concurrent vGPUs the node's cards accept."""
-    return fleet.cards_per_node * fleet.model.split_count
 
 
 def inventory_summary(fleet: GpuFleet, nodes: int) -> dict[str, object]:
@@ -87,7 +66,4 @@ class MockGpuInventory(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[patch]),
                 )
             )
-        self.summary = inventory_summary(args.fleet, len(args.nodes))
-        # The card ids HAMi must register, per node (what the registration gate waits for).
-        self.devices = {node: [d.id for d in node_devices(args.tenant, node, args.fleet)] for node in args.nodes}
-        self.register_outputs({"nodes": args.nodes, "inventory": self.summary})
+        self.register_outputs({"nodes": args.nodes})

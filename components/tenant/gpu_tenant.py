@@ -7,15 +7,26 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config.model import HamiConfig, TenantConfig
-from components.config.names import worker_name
+from components.config.model import (
+    DEFAULT_JOIN_TOKEN_HOURS,
+    POOL_DOCKER,
+    POOL_EXTERNAL,
+    POOL_KWOK,
+    HamiConfig,
+    TenantConfig,
+)
+from components.config.names import POOL_LABEL, POOL_MODE_LABEL, TENANT_LABEL
+from components.gpu.inventory import node_devices
 from components.gpu.rules import Demand, total_usage
 from components.ops.bootstrap import kubeconfig_ca_hash
+from components.providers.simulated_nodes import SimulatedNodes
 from components.tenant.control_plane import Tenant, TenantArgs
-from components.tenant.gpu_inventory import MockGpuInventory, MockGpuInventoryArgs
+from components.tenant.external_pool import ExternalPool, ExternalPoolArgs
+from components.tenant.gpu_inventory import MockGpuInventory, MockGpuInventoryArgs, inventory_summary
 from components.tenant.gpu_quota import GpuQuota, GpuQuotaArgs
 from components.tenant.gpu_workload import GpuWorkload, GpuWorkloadArgs
 from components.tenant.hami import Hami, HamiArgs
+from components.tenant.kwok_controller import KwokController, KwokControllerArgs
 from components.tenant.lock_releaser import LockReleaser, LockReleaserArgs
 from components.tenant.network import TenantNetwork, TenantNetworkArgs
 from components.tenant.worker_node import NodeBootstrap, NodeBootstrapArgs, WorkerNode, WorkerNodeArgs
@@ -44,10 +55,12 @@ class GpuTenantArgs:
 class GpuTenant(pulumi.ComponentResource):
     """Wires the per-tenant components in the order the design's graph gives.
 
-    Tenant -> NodeBootstrap -> WorkerNode xN -> TenantNetwork (needs a worker's image) ->
-    MockGpuInventory (needs the Node objects) -> Hami (needs Ready nodes; waits for its webhook
-    and for the cards to be registered); LockReleaser beside them (needs only the tenant API);
-    GpuQuota; then the workloads, once HAMi is ready and the releaser runs.
+    Tenant -> NodeBootstrap -> per pool: WorkerNode xN (docker), SimulatedNodes + one
+    KwokController (kwok), ExternalPool (a join for the team's machines) -> TenantNetwork (needs
+    a worker's image) -> MockGpuInventory (docker workers' cards; simulated nodes carry theirs)
+    -> Hami (needs Ready nodes; waits for its webhook and for every fake card to be registered);
+    LockReleaser beside them (fake cards only); GpuQuota; then the workloads, once HAMi is ready
+    and the releaser runs.
     """
 
     def __init__(self, name: str, args: GpuTenantArgs, opts: pulumi.ResourceOptions | None = None):
@@ -68,68 +81,137 @@ class GpuTenant(pulumi.ComponentResource):
             opts=child,
         )
         provider = self.control_plane.provider
+        admin = self.control_plane.automation_kubeconfig
+        endpoint = f"{args.address}:{t.api_port}"
         self.bootstrap = NodeBootstrap(f"{name}-bootstrap", NodeBootstrapArgs(provider=provider), opts=child)
-        ca_hash = self.control_plane.automation_kubeconfig.apply(kubeconfig_ca_hash)
+        ca_hash = admin.apply(kubeconfig_ca_hash)
+        # Docker workers: real containers, where the tenant's system pods run.
         self.workers = [
             WorkerNode(
-                f"{name}-worker-{i}",
+                f"{name}-{pool.name}-{i}",
                 WorkerNodeArgs(
-                    node_name=worker_name(args.lab_name, t.name, i),
+                    node_name=node,
                     image=t.worker_image,
                     network=args.network,
-                    endpoint=f"{args.address}:{t.api_port}",
-                    tenant_kubeconfig=self.control_plane.automation_kubeconfig,
+                    endpoint=endpoint,
+                    tenant_kubeconfig=admin,
                     ca_cert_hash=ca_hash,
                     token_ttl_seconds=args.bootstrap_token_minutes * 60,
+                    provider=provider,
+                    labels={TENANT_LABEL: t.name, POOL_LABEL: pool.name, POOL_MODE_LABEL: POOL_DOCKER},
                     depends_on=[self.bootstrap],
                 ),
                 opts=child,
             )
-            for i in range(t.workers)
+            for pool in t.pools_of(POOL_DOCKER)
+            for i, node in enumerate(t.node_names(args.lab_name, pool))
         ]
         self.network = TenantNetwork(
             f"{name}-network",
             TenantNetworkArgs(container_name=self.workers[0].container.name, pod_cidr=t.pod_cidr, provider=provider),
             opts=child,
         )
-        joins: list[pulumi.Resource] = [w.membership for w in self.workers]
+        joins: list[pulumi.Resource] = [r for w in self.workers for r in (w.membership, w.labels)]
+        # kwok pools: simulated nodes with the same fake cards, kept Ready by one KWOK per tenant.
+        self.kwok = (
+            KwokController(
+                f"{name}-kwok",
+                KwokControllerArgs(
+                    tenant=t.name,
+                    namespace=self.control_plane.namespace.metadata.name,
+                    server=f"https://{endpoint}",
+                    pod_cidr=t.pod_cidr,
+                    tenant_provider=provider,
+                    management_provider=args.management_provider,
+                    admin_kubeconfig=admin,
+                ),
+                opts=child,
+            )
+            if t.pools_of(POOL_KWOK)
+            else None
+        )
+        self.simulated = [
+            SimulatedNodes(
+                f"{name}-{pool.name}",
+                kubeconfig=admin,
+                tenant=t.name,
+                pool=pool.name,
+                names=t.node_names(args.lab_name, pool),
+                model=t.gpu.model.key,
+                cards_per_node=t.gpu.cards_per_node,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.bootstrap]),
+            )
+            for pool in t.pools_of(POOL_KWOK)
+        ]
+        # external pools: the team's machines, joined with the command the stack outputs.
+        self.external = [
+            ExternalPool(
+                f"{name}-{pool.name}",
+                ExternalPoolArgs(
+                    tenant=t.name,
+                    pool=pool.name,
+                    mode=POOL_EXTERNAL,
+                    endpoint=endpoint,
+                    admin_kubeconfig=admin,
+                    ca_cert_hash=ca_hash,
+                    token_hours=pool.join_token_hours or DEFAULT_JOIN_TOKEN_HOURS,
+                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.bootstrap]),
+            )
+            for pool in t.pools_of(POOL_EXTERNAL)
+        ]
+        fake_nodes = [n for pool in t.gpu_pools for n in t.node_names(args.lab_name, pool)]
+        docker_gpu_nodes = [w.node_name for w in self.workers if w.node_name in fake_nodes]
         self.inventory = MockGpuInventory(
             f"{name}-gpus",
             MockGpuInventoryArgs(
                 tenant=t.name,
                 fleet=t.gpu,
-                nodes=[w.node_name for w in self.workers],
+                nodes=docker_gpu_nodes,
                 provider=provider,
-                kubeconfig=self.control_plane.automation_kubeconfig,
+                kubeconfig=admin,
                 depends_on=joins,
             ),
             opts=child,
         )
+        self.summary = inventory_summary(t.gpu, t.fleet.nodes)
         self.hami = Hami(
             f"{name}-hami",
             HamiArgs(
                 provider=provider,
-                kubeconfig=self.control_plane.automation_kubeconfig,
+                kubeconfig=admin,
                 kubernetes_version=t.kubernetes_version,
                 node_lock_timeout=args.hami.node_lock_timeout,
-                expected_devices=self.inventory.devices,
-                depends_on=[*joins, self.network, self.inventory],
+                real_gpus=t.real_gpus,
+                expected_devices={n: [d.id for d in node_devices(t.name, n, t.gpu)] for n in fake_nodes},
+                depends_on=[*joins, self.network, self.inventory, *self.simulated, *([self.kwok] if self.kwok else [])],
             ),
             opts=child,
         )
-        self.releaser = LockReleaser(
-            f"{name}-releaser",
-            LockReleaserArgs(
-                tenant=t.name,
-                lab_name=args.lab_name,
-                network=args.network,
-                image=args.releaser_image,
-                server=f"https://{args.address}:{t.api_port}",
-                provider=provider,
-                admin_kubeconfig=self.control_plane.automation_kubeconfig,
-            ),
-            opts=child,
+        # The lock releaser: only where HAMi's allocations are never completed by a real plugin.
+        self.releaser = (
+            None
+            if t.real_gpus
+            else LockReleaser(
+                f"{name}-releaser",
+                LockReleaserArgs(
+                    tenant=t.name,
+                    lab_name=args.lab_name,
+                    network=args.network,
+                    image=args.releaser_image,
+                    server=f"https://{endpoint}",
+                    provider=provider,
+                    admin_kubeconfig=admin,
+                ),
+                opts=child,
+            )
         )
+        # Per pool: its mode and its nodes (external: the join, a secret).
+        self.pools: dict[str, object] = {
+            pool.name: {"mode": pool.mode, "nodes": t.node_names(args.lab_name, pool)} for pool in t.pools
+        }
+        for pool, ext in zip(t.pools_of(POOL_EXTERNAL), self.external, strict=True):
+            self.pools[pool.name] = {"mode": pool.mode, "join": ext.join}
         declared: dict[str, list[Demand]] = {}
         for w in t.workloads:
             declared.setdefault(w.namespace, []).append(w.demand(t.gpu.model))
@@ -150,8 +232,8 @@ class GpuTenant(pulumi.ComponentResource):
                     tenant=t.name,
                     workload=w,
                     provider=provider,
-                    kubeconfig=self.control_plane.automation_kubeconfig,
-                    depends_on=[*self.hami.ready, self.releaser, self.quota],
+                    kubeconfig=admin,
+                    depends_on=[*self.hami.ready, *([self.releaser] if self.releaser else []), self.quota],
                 ),
                 opts=child,
             )
@@ -161,8 +243,8 @@ class GpuTenant(pulumi.ComponentResource):
             {
                 "endpoint": self.control_plane.endpoint,
                 "kubeconfig": self.control_plane.kubeconfig,
-                "nodes": [w.node_name for w in self.workers],
-                "inventory": self.inventory.summary,
-                "releaser": self.releaser.metrics_url,
+                "pools": self.pools,
+                "inventory": self.summary,
+                "releaser": self.releaser.metrics_url if self.releaser else None,
             }
         )

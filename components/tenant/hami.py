@@ -9,7 +9,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import versions
-from components.config.names import HAMI_NAMESPACE
+from components.config.model import POOL_DOCKER
+from components.config.names import HAMI_NAMESPACE, POOL_MODE_LABEL
 from components.platform.helm import Chart, HelmReleaseArgs, helm_release
 from components.providers.hami_registration import HamiRegistration
 from components.providers.webhook_probe import HamiWebhookProbe
@@ -19,20 +20,26 @@ HAMI_RELEASE = "hami"
 HAMI = Chart(HAMI_RELEASE, versions.HAMI_CHART, versions.HAMI_CHART_VERSION, versions.HAMI_REPO)
 
 
-def hami_values(kubernetes_version: str, node_lock_timeout: str) -> dict[str, Any]:
-    """Chart values for a GPU-less tenant.
+def hami_values(kubernetes_version: str, node_lock_timeout: str, real_gpus: bool = False) -> dict[str, Any]:
+    """Chart values for a tenant with fake cards (or, `real_gpus`, its own machines' cards).
 
-    - the real NVIDIA device plugin needs NVML and crash-loops without GPUs: off; mock plugin on;
+    - the real NVIDIA device plugin needs NVML and crash-loops without GPUs: off, mock plugin on;
+      with real cards the other way round;
+    - the scheduler and its certificate jobs run on docker workers only: simulated nodes would
+      only pretend to run them, and not-yet-joined machines cannot;
     - kube-scheduler from registry.k8s.io at the tenant's own version (the chart default is a
       mirror registry and an empty tag derived from a cluster version it cannot see);
     - the node-lock expiry only takes effect as the extender's --node-lock-timeout flag
       (the chart's nodeLockExpire value is overwritten by that flag's default);
     - ClusterIP service: the chart's fixed NodePorts would collide between installs.
     """
+    on_docker_workers = {POOL_MODE_LABEL: POOL_DOCKER}
     return {
-        "devicePlugin": {"enabled": False},
-        "mockDevicePlugin": {"enabled": True},
+        "devicePlugin": {"enabled": real_gpus},
+        "mockDevicePlugin": {"enabled": not real_gpus},
         "scheduler": {
+            "nodeSelector": on_docker_workers,
+            "patch": {"nodeSelector": on_docker_workers},
             "kubeScheduler": {
                 "image": {
                     "registry": versions.KUBE_SCHEDULER_REGISTRY,
@@ -59,6 +66,7 @@ class HamiArgs:
     kubeconfig: pulumi.Input[str]
     kubernetes_version: str
     node_lock_timeout: str
+    real_gpus: bool
     # Card ids per node that HAMi must register before workloads are created.
     expected_devices: dict[str, list[str]]
     # Nodes and CNI: the scheduler pod needs a Ready node before the release can be ready.
@@ -81,7 +89,7 @@ class Hami(pulumi.ComponentResource):
             HelmReleaseArgs(
                 HAMI,
                 HAMI_NAMESPACE,
-                hami_values(args.kubernetes_version, args.node_lock_timeout),
+                hami_values(args.kubernetes_version, args.node_lock_timeout, args.real_gpus),
                 args.provider,
                 depends_on=args.depends_on,
             ),

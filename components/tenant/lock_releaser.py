@@ -17,12 +17,10 @@ import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
 from components.config.names import releaser_name
-from components.ops.kube import cluster_ca, token_kubeconfig
 from components.ops.release_controller import DEFAULT_PORT, RBAC_RULES
-from components.providers.service_account_token import ServiceAccountToken
+from components.tenant.service_account import scoped_kubeconfig
 
 SERVICE_ACCOUNT = "gpu-tenancy-releaser"
-NAMESPACE = "kube-system"
 KUBECONFIG_PATH = "/run/secrets/gpu-tenancy/kubeconfig"
 # The image runs as nobody (Dockerfile USER); the kubeconfig is readable by it alone.
 RUN_AS = "65534"
@@ -47,47 +45,14 @@ class LockReleaser(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: LockReleaserArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:LockReleaser", name, None, opts)
-        on_tenant = pulumi.ResourceOptions(parent=self, provider=args.provider)
-        account = k8s.core.v1.ServiceAccount(
-            f"{name}-sa", metadata=k8s.meta.v1.ObjectMetaArgs(name=SERVICE_ACCOUNT, namespace=NAMESPACE), opts=on_tenant
-        )
-        role = k8s.rbac.v1.ClusterRole(
-            f"{name}-role",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=f"gpu-tenancy:{SERVICE_ACCOUNT}"),
-            rules=[dict(r) for r in RBAC_RULES],
-            opts=on_tenant,
-        )
-        k8s.rbac.v1.ClusterRoleBinding(
-            f"{name}-binding",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=f"gpu-tenancy:{SERVICE_ACCOUNT}"),
-            role_ref=k8s.rbac.v1.RoleRefArgs(
-                api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=role.metadata.name
-            ),
-            subjects=[k8s.rbac.v1.SubjectArgs(kind="ServiceAccount", name=account.metadata.name, namespace=NAMESPACE)],
-            opts=on_tenant,
-        )
-        secret = k8s.core.v1.Secret(
-            f"{name}-token",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=f"{SERVICE_ACCOUNT}-token",
-                namespace=NAMESPACE,
-                annotations={"kubernetes.io/service-account.name": account.metadata.name},
-            ),
-            type="kubernetes.io/service-account-token",
-            opts=pulumi.ResourceOptions.merge(on_tenant, pulumi.ResourceOptions(ignore_changes=["data"])),
-        )
-        token = ServiceAccountToken(
-            f"{name}-token-value",
-            kubeconfig=args.admin_kubeconfig,
-            namespace=NAMESPACE,
-            secret=f"{SERVICE_ACCOUNT}-token",
-            secret_uid=secret.metadata.uid,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        kubeconfig = pulumi.Output.secret(
-            pulumi.Output.all(token.token, pulumi.Output.from_input(args.admin_kubeconfig)).apply(
-                lambda a: token_kubeconfig(args.server, cluster_ca(a[1]), a[0])
-            )
+        kubeconfig = scoped_kubeconfig(
+            name,
+            account=SERVICE_ACCOUNT,
+            rules=RBAC_RULES,
+            server=args.server,
+            provider=args.provider,
+            admin_kubeconfig=args.admin_kubeconfig,
+            parent=self,
         )
         self.container = docker.Container(
             f"{name}-container",

@@ -86,6 +86,9 @@ class WorkerNodeArgs:
     # The tenant CA's pin, sha256:<hex> (components.ops.bootstrap.ca_cert_hash).
     ca_cert_hash: pulumi.Input[str]
     token_ttl_seconds: int
+    # The tenant's provider and the node's pool labels (HAMi's scheduler is pinned by them).
+    provider: k8s.Provider
+    labels: dict[str, str]
     depends_on: list[pulumi.Resource] = field(default_factory=list)
 
 
@@ -96,6 +99,7 @@ class WorkerNode(pulumi.ComponentResource):
     container: docker.Container
     join: command.local.Command
     membership: NodeMembership
+    labels: k8s.core.v1.NodePatch
 
     def __init__(self, name: str, args: WorkerNodeArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:WorkerNode", name, None, opts)
@@ -153,5 +157,10 @@ class WorkerNode(pulumi.ComponentResource):
             machine_id=self.join.stdout.apply(lambda out: out.strip().splitlines()[-1] if out.strip() else ""),
             token_id=token.token_id,
             opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.labels = k8s.core.v1.NodePatch(
+            f"{name}-labels",
+            metadata=k8s.meta.v1.ObjectMetaPatchArgs(name=args.node_name, labels=args.labels),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.membership]),
         )
         self.register_outputs({"node": self.node_name})

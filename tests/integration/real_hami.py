@@ -28,8 +28,8 @@ from kubernetes import client
 from components.config.model import GpuFleet
 from components.config.names import HAMI_NAMESPACE, MOCK_GPU_NODE_LABEL
 from components.gpu import hami_annotations as ha
+from components.gpu.inventory import gpu_capacity, node_devices
 from components.ops import hami_registration
-from components.tenant.gpu_inventory import gpu_capacity, node_devices
 from tests.integration.cluster import TestCluster, add_node, free_port, routable_ip, self_signed, stop_processes
 
 ENV = "HAMI_SCHEDULER"

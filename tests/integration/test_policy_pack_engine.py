@@ -146,7 +146,13 @@ def test_label_naming_an_unconfigured_tenant_fails(program):
 
 def test_two_container_pod_that_fits_only_when_split_fails(program):
     two_nodes = {
-        "tenants": [{**TEAM_A, "workers": 2, "quota": {"gpus": 20, "gpumemMb": 163840, "gpucoresPercent": 200}}]
+        "tenants": [
+            {
+                **TEAM_A,
+                "pools": [{"name": "worker", "nodes": 2}],
+                "quota": {"gpus": 20, "gpumemMb": 163840, "gpucoresPercent": 200},
+            }
+        ]
     }
     whole = {"nvidia.com/gpu": "1"}
     pair = {

@@ -23,7 +23,7 @@ import gpu_policies as gp  # noqa: E402
 
 TEAM_A = {
     "name": "team-a",
-    "workers": 1,
+    "pools": [{"name": "worker", "nodes": 1}],
     "gpu": {"model": "A100-80GB", "cardsPerNode": 1},
     "quota": {"gpus": 10, "gpumemMb": 81920, "gpucoresPercent": 100},
 }
@@ -226,7 +226,13 @@ def test_invalid_tenant_config_is_refused_not_ignored():
 
 def test_two_whole_card_containers_of_one_pod_are_not_split_across_nodes():
     two_nodes = {
-        "tenants": [{**TEAM_A, "workers": 2, "quota": {"gpus": 20, "gpumemMb": 163840, "gpucoresPercent": 200}}]
+        "tenants": [
+            {
+                **TEAM_A,
+                "pools": [{"name": "worker", "nodes": 2}],
+                "quota": {"gpus": 20, "gpumemMb": 163840, "gpucoresPercent": 200},
+            }
+        ]
     }
     pair = obj(
         "Pod", "pair", pod_spec(container({"nvidia.com/gpu": "1"}, "a"), container({"nvidia.com/gpu": "1"}, "b"))
@@ -372,7 +378,7 @@ def test_quotas_come_from_the_stack_config_when_the_pack_has_none():
     tenants = [
         {
             "name": "team-a",
-            "workers": 1,
+            "pools": [{"name": "worker", "nodes": 1}],
             "gpu": {"model": "A100-80GB", "cardsPerNode": 1},
             "quota": {"gpus": 10, "gpumemMb": 81920, "gpucoresPercent": 100},
         }

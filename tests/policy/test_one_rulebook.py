@@ -53,7 +53,7 @@ def tenants(draw):
         workloads.append(w)
     return {
         "name": "team-a",
-        "workers": workers,
+        "pools": [{"name": "worker", "nodes": workers}],
         "gpu": {"model": model, "cardsPerNode": cards},
         "quota": quota,
         "workloads": workloads,

@@ -63,7 +63,13 @@ BAD = [
     ("cluster.mode", "kind", "gpu-tenancy:cluster.mode", "must be 'docker' or 'kubeconfig'"),
     ("cluster.managementIp", "10.0.0.5", "gpu-tenancy:cluster.managementIp", "must be a host address inside"),
     ("hami.nodeLockTimeout", "five minutes", "gpu-tenancy:hami.nodeLockTimeout", "Go duration"),
-    ("tenants.0.workers", 0, "gpu-tenancy:tenants[0].workers", "must be 1-10"),
+    ("tenants.0.pools.0.nodes", 0, "gpu-tenancy:tenants[0].pools[0].nodes", "must be 1-5000"),
+    ("tenants.0.pools.0.nodes", 11, "gpu-tenancy:tenants[0].pools", "11 docker nodes in all; a tenant has at most 10"),
+    ("tenants.0.pools.0.mode", "kind", "gpu-tenancy:tenants[0].pools[0].mode", "must be one of docker, kwok, external"),
+    ("tenants.0.pools.0.mode", "kwok", "gpu-tenancy:tenants[0].pools", "needs a docker pool"),
+    ("tenants.0.pools.0.joinTokenHours", 2, "gpu-tenancy:tenants[0].pools[0].joinTokenHours", "only external pools"),
+    ("tenants.0.pools.0.name", "Workers", "gpu-tenancy:tenants[0].pools[0].name", "DNS-1035"),
+    ("tenants.0.workers", 2, "gpu-tenancy:tenants[0].workers", "is replaced by pools"),
 ]
 
 
@@ -162,3 +168,102 @@ def test_unplaceable_workload_needs_to_be_declared_on_purpose():
     extra["failOnPending"] = False
     cfg = load_stack_config("gpu-tenancy", raw(config))
     assert [w.name for w in cfg.tenants[0].workloads] == ["shared-a100", "fourth"]
+
+
+def tenant_with_pools(pools: list[dict], **extra: object) -> dict:
+    config = copy.deepcopy(DEV)
+    config["gpu-tenancy:tenants"][0]["pools"] = pools
+    config["gpu-tenancy:tenants"][0].update(extra)
+    return config
+
+
+def test_pools_mix_docker_and_kwok_and_count_every_gpu_node():
+    cfg = load_stack_config(
+        "gpu-tenancy",
+        raw(
+            tenant_with_pools(
+                [{"name": "worker", "nodes": 1}, {"name": "sim", "mode": "kwok", "nodes": 200}],
+                podCidr="10.0.0.0/15",
+            )
+        ),
+    )
+    a = cfg.tenants[0]
+    assert a.fleet.nodes == 201 and not a.real_gpus
+    assert a.node_names("gpu-lab", a.pools[1])[:2] == ["gpu-lab-team-a-sim-0", "gpu-lab-team-a-sim-1"]
+    # The default docker pool keeps the names workers always had.
+    assert a.node_names("gpu-lab", a.pools[0]) == ["gpu-lab-team-a-worker-0"]
+
+
+def test_external_pool_brings_the_fleet_and_docker_workers_only_run_system_pods():
+    cfg = load_stack_config(
+        "gpu-tenancy",
+        raw(
+            tenant_with_pools(
+                [{"name": "worker", "nodes": 1}, {"name": "gpus", "mode": "external", "nodes": 4}],
+                gpu={"model": "A100-80GB", "cardsPerNode": 8},
+            )
+        ),
+    )
+    a = cfg.tenants[0]
+    assert a.real_gpus and [p.name for p in a.gpu_pools] == ["gpus"]
+    assert (a.fleet.nodes, a.fleet.cards_per_node) == (4, 8)  # the mock plugin's per-node limit does not apply
+    assert a.node_names("gpu-lab", a.pools[1]) == []  # the machines name themselves
+
+
+@pytest.mark.parametrize(
+    ("pools", "extra", "key", "text"),
+    [
+        (
+            [{"name": "worker"}, {"name": "sim", "mode": "kwok", "nodes": 300}],
+            {},
+            "gpu-tenancy:tenants[0].podCidr",
+            "for 301 node(s); use a /15 or larger",
+        ),
+        (
+            [{"name": "worker"}, {"name": "worker", "mode": "kwok", "nodes": 3}],
+            {},
+            "gpu-tenancy:tenants[0].pools[1].name",
+            "duplicate pool name 'worker'",
+        ),
+        (
+            [{"name": "worker"}, {"name": "sim", "mode": "kwok"}, {"name": "gpus", "mode": "external"}],
+            {},
+            "gpu-tenancy:tenants[0].pools",
+            "one tenant's HAMi runs one device plugin",
+        ),
+        ([], {}, "gpu-tenancy:tenants[0].pools", "at least one pool"),
+        (
+            [{"name": "worker", "nodes": 6}, {"name": "more", "nodes": 5}],
+            {"podCidr": "10.244.0.0/16"},
+            "gpu-tenancy:tenants[0].pools",
+            "11 docker nodes in all",
+        ),
+        (
+            [{"name": "worker"}, {"name": "gpus", "mode": "external", "nodes": 1001}],
+            {"podCidr": "10.0.0.0/13"},
+            "gpu-tenancy:tenants[0].pools[1].nodes",
+            "an external pool holds at most 1000 nodes",
+        ),
+    ],
+    ids=["podcidr-counts-kwok-nodes", "duplicate-pool", "kwok-and-external", "no-pool", "docker-total", "external-max"],
+)
+def test_bad_pools_give_one_error_naming_the_key(pools, extra, key, text):
+    with pytest.raises(ConfigError) as err:
+        load_stack_config("gpu-tenancy", raw(tenant_with_pools(pools, **extra)))
+    assert len(err.value.problems) == 1, err.value.problems
+    ((got_key, msg),) = err.value.problems
+    assert got_key == key and text in msg, (got_key, msg)
+
+
+def test_node_names_stay_unique_across_tenants_and_pools():
+    # team-a's pool "b-worker" would make gpu-lab-team-a-b-worker-0, as would tenant "team-a-b"'s default pool.
+    config = tenant_with_pools([{"name": "worker"}, {"name": "b-worker", "mode": "kwok"}])
+    other = copy.deepcopy(config["gpu-tenancy:tenants"][1])
+    other.update(name="team-a-b", apiPort=31445, konnectivityPort=31134, podCidr="10.246.0.0/16")
+    other["serviceCidr"] = "10.98.0.0/16"
+    config["gpu-tenancy:tenants"].append(other)
+    with pytest.raises(ConfigError) as err:
+        load_stack_config("gpu-tenancy", raw(config))
+    ((key, msg),) = err.value.problems
+    assert key == "gpu-tenancy:tenants[2].pools[0].name"
+    assert "'gpu-lab-team-a-b-worker-0' is also made by tenants[0].pools[1]" in msg

@@ -194,7 +194,7 @@ def test_stack_outputs(rec):
     a = out["team-a"]
     assert a["endpoint"] == "https://172.30.0.2:31443"
     assert "secret" in a["kubeconfig"]
-    assert a["nodes"] == ["gpu-lab-team-a-worker-0"]
+    assert a["pools"] == {"worker": {"mode": "docker", "nodes": ["gpu-lab-team-a-worker-0"]}}
     assert a["gpuInventory"] == {"model": "NVIDIA A100 80GB", "cards": 1, "memoryMb": 81920, "coresPercent": 100}
     assert out["team-b"]["gpuInventory"] == {
         "model": "NVIDIA L4 24GB",

@@ -1,0 +1,139 @@
+"""Simulated nodes (a kwok pool): Node objects only, made Ready and their pods Running by KWOK.
+
+Each node carries the tenant's fake cards exactly as a docker worker does (the same register
+annotation and the resources the mock plugin would advertise), the mock-GPU label the release
+controller acts on, and its pool's labels. It carries no taint, so GPU pods land on it without
+a toleration, and no `kubernetes.io/os` label: workloads that select `kubernetes.io/os: linux`
+(CoreDNS, kube-proxy, most charts) stay on real workers; HAMi's scheduler is pinned there too.
+
+A pool is written in bulk from a thread pool: one resource per pool rather than one per node
+keeps `pulumi up` linear and short for a thousand nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from components.config.names import MOCK_GPU_NODE_LABEL, POOL_LABEL, POOL_MODE_LABEL, TENANT_LABEL
+from components.gpu.hami_annotations import GPU_NODE_LABEL, NODE_REGISTER, encode_node_register
+from components.gpu.inventory import CardsOfANode, advertised_resources, node_devices
+from components.ops.kube import http_status
+
+# What KWOK is told to manage (--manage-nodes-with-annotation-selector): these nodes only.
+KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+KWOK_MODE = "kwok"
+# The node shape of KWOK's own examples; pods are bounded by the GPU slots long before.
+NODE_RESOURCES = {"cpu": "32", "memory": "256Gi", "pods": "110"}
+PARALLEL_REQUESTS = 16
+
+
+def selector(tenant: str, pool: str) -> str:
+    return f"{TENANT_LABEL}={tenant},{POOL_LABEL}={pool},{POOL_MODE_LABEL}={KWOK_MODE}"
+
+
+def node_object(name: str, tenant: str, pool: str, fleet: CardsOfANode) -> dict[str, Any]:
+    """The Node as created: labels and annotations (HAMi's register first, capacity after)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "type": KWOK_MODE,
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/role": "agent",
+                TENANT_LABEL: tenant,
+                POOL_LABEL: pool,
+                POOL_MODE_LABEL: KWOK_MODE,
+                GPU_NODE_LABEL[0]: GPU_NODE_LABEL[1],
+                MOCK_GPU_NODE_LABEL[0]: MOCK_GPU_NODE_LABEL[1],
+            },
+            "annotations": {
+                "node.alpha.kubernetes.io/ttl": "0",
+                KWOK_NODE_ANNOTATION[0]: KWOK_NODE_ANNOTATION[1],
+                NODE_REGISTER: encode_node_register(node_devices(tenant, name, fleet)),
+            },
+        },
+        "spec": {},
+    }
+
+
+def node_status(fleet: CardsOfANode) -> dict[str, Any]:
+    """Capacity as a docker worker with the mock plugin shows it (KWOK keeps what is set)."""
+    resources = {**NODE_RESOURCES, **advertised_resources(fleet)}
+    return {"status": {"capacity": resources, "allocatable": resources}}
+
+
+def _each(names: Iterable[str], work: Callable[[str], None]) -> None:
+    with ThreadPoolExecutor(PARALLEL_REQUESTS) as pool:
+        for future in [pool.submit(work, n) for n in names]:
+            future.result()
+
+
+def ensure_nodes(core: Any, names: list[str], tenant: str, pool: str, fleet: CardsOfANode) -> None:
+    """Create the nodes (or bring existing ones back to their labels and annotations), then set
+    their capacity. Idempotent, so an interrupted update is finished by the next."""
+    status = node_status(fleet)
+
+    def one(name: str) -> None:
+        body = node_object(name, tenant, pool, fleet)
+        try:
+            core.create_node(body, _preload_content=False)
+        except Exception as exc:
+            if http_status(exc) != 409:
+                raise
+            core.patch_node(name, {"metadata": body["metadata"]}, _preload_content=False)
+        core.patch_node_status(name, status, _preload_content=False)
+
+    _each(names, one)
+
+
+def delete_nodes(core: Any, tenant: str, pool: str, keep: Iterable[str] = ()) -> list[str]:
+    """Delete the pool's nodes (found by its labels, so nothing else is touched) except `keep`."""
+    kept = set(keep)
+    found = core.list_node(label_selector=selector(tenant, pool)).items
+    doomed = [n.metadata.name for n in found if n.metadata.name not in kept]
+
+    def one(name: str) -> None:
+        try:
+            core.delete_node(name, _preload_content=False)
+        except Exception as exc:
+            if http_status(exc) != 404:
+                raise
+
+    _each(doomed, one)
+    return doomed
+
+
+# What KWOK does in a tenant, and nothing more: keep its nodes' status and leases, move the
+# pods bound to them through their lifecycle, and report events.
+KWOK_RBAC_RULES: tuple[dict[str, object], ...] = (
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch", "update"]},
+    {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch", "update"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch", "update", "delete"]},
+    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch", "update"]},
+    {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch", "update"]},
+)
+# KWOK's health endpoint (--server-address), probed by the lab's Deployment.
+KWOK_PORT = 10247
+
+
+def kwok_args(kubeconfig_path: str, pod_cidr: str) -> list[str]:
+    """The controller's flags: only the nodes annotated as ours, pod IPs from the tenant's pod
+    network when a node has no podCIDR of its own."""
+    first_ip = pod_cidr.split("/")[0].rsplit(".", 1)[0] + ".1"
+    return [
+        f"--kubeconfig={kubeconfig_path}",
+        "--manage-all-nodes=false",
+        f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION[0]}={KWOK_NODE_ANNOTATION[1]}",
+        "--node-lease-duration-seconds=40",
+        f"--cidr={first_ip}/{pod_cidr.split('/')[1]}",
+        f"--server-address=0.0.0.0:{KWOK_PORT}",
+    ]
