@@ -1,0 +1,102 @@
+"""The real-HAMi tier on a kwok pool: simulated nodes written by the project's code (the same
+as SimulatedNodes does) and kept Ready by KWOK; HAMi's real scheduler registers their fake
+cards and places a GPU Deployment's pods on them; the release controller releases every pod;
+KWOK makes them Running. Skipped, saying why, without a HAMi scheduler binary (HAMI_SCHEDULER)."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import pytest
+from kubernetes import client
+
+from components.config.model import GpuFleet
+from components.gpu import hami_annotations as ha
+from components.gpu.inventory import node_devices
+from components.ops import release_controller as rc
+from components.ops.kube import core_api
+from components.ops.simulated_nodes import ensure_nodes
+from tests.integration.cluster import start_cluster
+from tests.integration.conftest import require
+from tests.integration.kwok import start_kwok, wait_for
+from tests.integration.real_hami import SKIP_REASON, RealHami, binary
+
+pytestmark = pytest.mark.integration
+FLEET = GpuFleet.model_validate({"model": "A100-80GB", "cardsPerNode": 2})
+NODES = [f"lab-team-a-sim-{i}" for i in range(4)]
+REPLICAS = 12
+
+
+@pytest.fixture(scope="module")
+def kwok_lab(tools):
+    path = binary()
+    if path is None:
+        pytest.skip(SKIP_REASON)
+    require(tools, "kube-apiserver", "kube-scheduler", "kube-controller-manager", "etcd", "openssl", "kwok")
+    cluster = start_cluster(tools)
+    cluster.start_controller_manager(["nodelifecycle", "deployment", "replicaset"])
+    hami = RealHami(cluster, path).start()
+    start_kwok(cluster)
+    ensure_nodes(core_api(cluster.kubeconfig_text, connections=8), NODES, "team-a", "sim", FLEET)
+    controller = rc.ReleaseController(core_api(cluster.kubeconfig_text))
+    thread = threading.Thread(target=controller.run, daemon=True)
+    try:
+        hami.wait_registered({n: [d.id for d in node_devices("team-a", n, FLEET)] for n in NODES}, timeout=120)
+        thread.start()
+        assert controller.synced.wait(30)
+        yield cluster, controller
+    finally:
+        controller.stop()
+        hami.stop()
+        cluster.stop()
+
+
+def test_hami_places_a_deployment_on_simulated_nodes_and_every_pod_is_released(kwok_lab):
+    cluster, controller = kwok_lab
+    core = cluster.core()
+    apps = client.AppsV1Api(cluster.api_client())
+    labels = {"app": "slices"}
+    limits = {ha.RES_GPUMEM: "20000", ha.RES_GPUCORES: "30"}
+    apps.create_namespaced_deployment(
+        "default",
+        {
+            "metadata": {"name": "slices"},
+            "spec": {
+                "replicas": REPLICAS,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"limits": limits}}]},
+                },
+            },
+        },
+    )
+
+    def running() -> list[client.V1Pod] | None:
+        pods = core.list_namespaced_pod("default", label_selector="app=slices").items
+        done = [p for p in pods if p.status.phase == "Running"]
+        return pods if len(done) == REPLICAS else None
+
+    pods = wait_for(running, 300, f"{REPLICAS} pods Running")
+    cards: Counter[str] = Counter()
+    for p in pods:
+        notes = p.metadata.annotations
+        assert p.spec.scheduler_name == ha.SCHEDULER_NAME  # HAMi's webhook, not the pod, chose it
+        assert p.spec.node_name in NODES and notes[ha.BIND_PHASE] == ha.PHASE_SUCCESS
+        for container in ha.decode_pod_devices(notes[ha.DEVICES_ALLOCATED]):
+            for device in container:
+                assert device.uuid.startswith(f"GPU-team-a-{p.spec.node_name}-")
+                cards[device.uuid] += 1
+    # 30 % each: HAMi never put more than three slices on one card.
+    assert max(cards.values()) <= 3 and sum(cards.values()) == REPLICAS
+    wait_for(
+        lambda: not [n for n in NODES if ha.NODE_LOCK in (core.read_node(n).metadata.annotations or {})],
+        30,
+        "no node lock left",
+    )
+    value = controller.metrics.registry.get_sample_value
+    freed = value("gpu_tenancy_locks_freed_at_allocation_total") or 0
+    released = value("gpu_tenancy_releases_total", {"outcome": "released"}) or 0
+    print(f"{REPLICAS} pods on {len({p.spec.node_name for p in pods})} simulated nodes, {len(cards)} cards")
+    assert freed + released >= REPLICAS

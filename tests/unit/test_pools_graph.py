@@ -1,0 +1,331 @@
+"""Worker pools in the program's resource graph under mocks: a kwok pool (simulated nodes kept by
+one KWOK per tenant in the management cluster) and an external pool (the team's own machines,
+joined with the command the stack outputs, real cards, no fake inventory and no releaser)."""
+
+import copy
+import json
+
+import pytest
+import yaml
+
+from components.config import versions
+from components.ops.simulated_nodes import KWOK_RBAC_RULES
+from tests.unit.harness import (
+    JOIN_TOKEN,
+    ROOT,
+    SA_TOKEN,
+    TENANT_CA_HASH,
+    load_config_file,
+    run_program,
+)
+
+DEV = load_config_file(ROOT / "Pulumi.dev.yaml")
+SIM_NODES = [f"gpu-lab-team-a-sim-{i}" for i in range(3)]
+WORKER = "gpu-lab-team-a-worker-0"
+
+
+def _with_team_a(**changes):
+    config = copy.deepcopy(DEV)
+    (team_a,) = [t for t in config["gpu-tenancy:tenants"] if t["name"] == "team-a"]
+    team_a.update(changes)
+    return config
+
+
+KWOK_CONFIG = _with_team_a(
+    pools=[
+        {"name": "worker", "mode": "docker", "nodes": 1},
+        {"name": "sim", "mode": "kwok", "nodes": 3},
+    ],
+    # a /24 per Node object, simulated ones included: a /16 holds 256
+    podCidr="10.244.0.0/16",
+)
+EXTERNAL_CONFIG = _with_team_a(
+    pools=[
+        {"name": "worker", "mode": "docker", "nodes": 1},
+        {"name": "gpus", "mode": "external", "nodes": 2, "joinTokenHours": 6},
+    ],
+    gpu={"model": "A100-80GB", "cardsPerNode": 8},
+)
+
+
+@pytest.fixture(scope="module")
+def kwok():
+    return run_program(KWOK_CONFIG)
+
+
+@pytest.fixture(scope="module")
+def ext():
+    return run_program(EXTERNAL_CONFIG)
+
+
+def deps(rec, name):
+    r = rec.named(name)
+    all_deps = set(r.dependencies)
+    for urns in r.property_dependencies.values():
+        all_deps.update(urns)
+    return {rec.by_urn(u).name for u in all_deps}
+
+
+def provider_name(reg):
+    return reg.provider.split("::")[-2] if reg.provider else None
+
+
+def names(rec, typ):
+    return {r.name for r in rec.of_type(typ)}
+
+
+def in_clear(value):
+    """A value with every secret envelope removed: what the state would show in clear."""
+    if isinstance(value, dict):
+        if set(value) == {"secret"}:
+            return None
+        return {k: in_clear(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [in_clear(v) for v in value]
+    return value
+
+
+def nowhere_in_clear(rec, needle):
+    leaks = [r.name for r in rec.registrations if needle in json.dumps(in_clear(r.inputs))]
+    assert not leaks, f"{needle!r} in clear in {leaks}"
+    assert needle not in json.dumps(in_clear(rec.stack_outputs))
+
+
+KWOK_CONTROLLER = "gpu-tenancy:index:KwokController"
+SIMULATED_NODES = "pulumi-python:dynamic/gpu-tenancy:SimulatedNodes"
+NODE_PATCH = "kubernetes:core/v1:NodePatch"
+NODE_GPU_CAPACITY = "pulumi-python:dynamic/gpu-tenancy:NodeGpuCapacity"
+LOCK_RELEASER = "gpu-tenancy:index:LockReleaser"
+BOOTSTRAP_TOKEN = "pulumi-python:dynamic/gpu-tenancy:BootstrapToken"
+EXTERNAL_POOL = "gpu-tenancy:index:ExternalPool"
+
+
+# -- (a) a kwok pool beside a docker pool ------------------------------------------------------
+def test_one_kwok_controller_for_the_tenant_with_kwok_pools_only(kwok):
+    assert names(kwok, KWOK_CONTROLLER) == {"team-a-kwok"}  # team-b has docker workers only
+    assert [r.name for r in kwok.of_type("kubernetes:apps/v1:Deployment") if r.name.endswith("-kwok-deployment")] == [
+        "team-a-kwok-deployment"
+    ]
+    assert names(kwok, SIMULATED_NODES) == {"team-a-sim"}
+    assert not [r for r in kwok.registrations if r.name.startswith("team-b-kwok")]
+
+
+def test_kwok_deployment_runs_beside_the_control_plane(kwok):
+    d = kwok.named("team-a-kwok-deployment")
+    assert provider_name(d) == "management-k8s"
+    namespace = kwok.named("team-a-cp-ns").inputs["metadata"]["name"]
+    assert namespace == "tenant-team-a"
+    assert d.inputs["metadata"]["namespace"] == namespace
+    assert "team-a-cp-ns" in deps(kwok, "team-a-kwok-deployment")
+    spec = d.inputs["spec"]
+    assert spec["replicas"] == 1
+    assert spec["strategy"] == {"type": "Recreate"}  # two controllers would fight over the nodes
+    pod = spec["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False  # no management-cluster credentials
+    (container,) = pod["containers"]
+    assert container["image"] == versions.KWOK_IMAGE
+    args = container["args"]
+    assert "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake" in args
+    assert "--manage-all-nodes=false" in args
+    assert "--cidr=10.244.0.1/16" in args  # pod IPs from the tenant's own pod network
+    (kubeconfig_arg,) = [a for a in args if a.startswith("--kubeconfig=")]
+    kubeconfig_path = kubeconfig_arg.split("=", 1)[1]
+    # the kubeconfig is a file mounted from the Secret: never in the arguments or environment
+    assert "env" not in container and "envFrom" not in container and "command" not in container
+    assert not [a for a in args if "token" in a or "apiVersion" in a or "server:" in a]
+    (mount,) = container["volumeMounts"]
+    assert mount["readOnly"] is True and kubeconfig_path.startswith(mount["mountPath"] + "/")
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    secret = kwok.named("team-a-kwok-kubeconfig")
+    assert volume["secret"]["secretName"] == secret.inputs["metadata"]["name"]
+    assert "team-a-kwok-kubeconfig" in deps(kwok, "team-a-kwok-deployment")
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def test_kwok_kubeconfig_is_a_secret_for_its_own_least_privilege_account(kwok):
+    secret = kwok.named("team-a-kwok-kubeconfig")
+    assert secret.type == "kubernetes:core/v1:Secret"
+    assert provider_name(secret) == "management-k8s"
+    assert secret.inputs["metadata"]["namespace"] == "tenant-team-a"
+    kubeconfig = secret.inputs["stringData"]["secret"]["kubeconfig"]  # a Pulumi secret as a whole
+    assert SA_TOKEN in kubeconfig and "server: https://172.30.0.2:31443" in kubeconfig
+    assert "client-key-data" not in kubeconfig and "super" not in kubeconfig  # not the admin's
+    assert "team-a-kwok-token-value" in deps(kwok, "team-a-kwok-kubeconfig")
+    nowhere_in_clear(kwok, SA_TOKEN)
+
+
+def test_kwok_cluster_role_is_exactly_its_rules(kwok):
+    role = kwok.named("team-a-kwok-role")
+    assert role.type == "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
+    assert provider_name(role) == "team-a-cp-k8s"  # in the tenant, not the management cluster
+    assert role.inputs["rules"] == [dict(r) for r in KWOK_RBAC_RULES]
+    for rule in role.inputs["rules"]:
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"]
+    # KWOK keeps existing nodes: it never creates them (SimulatedNodes does)
+    nodes = [r for r in role.inputs["rules"] if "nodes" in r["resources"]]
+    assert all("create" not in r["verbs"] for r in nodes)
+    binding = kwok.named("team-a-kwok-binding").inputs
+    assert binding["roleRef"]["name"] == role.inputs["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gpu-tenancy-kwok", "namespace": "kube-system"}]
+
+
+def test_simulated_nodes_one_resource_per_pool(kwok):
+    sim = kwok.named("team-a-sim")
+    assert sim.type == SIMULATED_NODES
+    assert sim.inputs["names"] == SIM_NODES
+    assert sim.inputs["model"] == "A100-80GB"
+    assert sim.inputs["cards_per_node"] == 1
+    assert (sim.inputs["tenant"], sim.inputs["pool"]) == ("team-a", "sim")
+    assert "secret" in sim.inputs["kubeconfig"]
+    assert "team-a-cp-admin-kubeconfig" in deps(kwok, "team-a-sim")
+    assert "team-a-bootstrap-node-bootstrapper" in deps(kwok, "team-a-sim")
+
+
+def test_simulated_nodes_carry_their_own_cards(kwok):
+    # the fake inventory patches docker GPU workers only; simulated nodes are written with theirs
+    patches = {r.name for r in kwok.of_type(NODE_PATCH) if r.name.startswith("team-a-gpus-")}
+    assert patches == {f"team-a-gpus-{WORKER}"}
+    caps = {r.inputs["node"] for r in kwok.of_type(NODE_GPU_CAPACITY) if r.name.startswith("team-a-")}
+    assert caps == {WORKER}
+
+
+def test_hami_waits_for_simulated_nodes_and_kwok(kwok):
+    hami = deps(kwok, "team-a-hami-release")
+    assert {"team-a-sim", "team-a-kwok-deployment", "team-a-worker-0-labels", "team-a-worker-0-membership"} <= hami
+    assert {f"team-a-gpus-{WORKER}", f"team-a-gpus-{WORKER}-capacity", "team-a-network-kindnet"} <= hami
+    assert not {n for n in deps(kwok, "team-b-hami-release") if "kwok" in n or "sim" in n}
+
+
+def test_registration_gate_expects_the_worker_and_every_simulated_node(kwok):
+    gate = kwok.named("team-a-hami-registration")
+    assert gate.inputs["expected"] == {
+        node: [f"GPU-team-a-{node}-0"] for node in [WORKER, *SIM_NODES]
+    }  # one A100 per node
+    assert "team-a-hami-release" in deps(kwok, "team-a-hami-registration")
+
+
+def test_fake_cards_keep_the_mock_plugin_and_scheduler_on_docker_workers(kwok):
+    for team in ("team-a", "team-b"):
+        v = kwok.named(f"{team}-hami-release").inputs["values"]
+        assert v["devicePlugin"] == {"enabled": False} and v["mockDevicePlugin"] == {"enabled": True}
+        assert v["scheduler"]["nodeSelector"] == {"gpu-tenancy/pool-mode": "docker"}
+        assert v["scheduler"]["patch"]["nodeSelector"] == {"gpu-tenancy/pool-mode": "docker"}
+
+
+def test_docker_worker_labelled_with_its_pool(kwok):
+    labels = kwok.named("team-a-worker-0-labels")
+    assert labels.type == NODE_PATCH and provider_name(labels) == "team-a-cp-k8s"
+    assert labels.inputs["metadata"] == {
+        "name": WORKER,
+        "labels": {"gpu-tenancy/pool": "worker", "gpu-tenancy/pool-mode": "docker", "gpu-tenancy/tenant": "team-a"},
+    }
+    assert "team-a-worker-0-membership" in deps(kwok, "team-a-worker-0-labels")
+
+
+def test_kwok_tenant_keeps_its_releaser(kwok):
+    assert names(kwok, LOCK_RELEASER) == {"team-a-releaser", "team-b-releaser"}
+    assert kwok.named("team-a-releaser-container").inputs["name"] == "gpu-lab-team-a-releaser"
+    assert "team-a-releaser-container" in deps(kwok, "team-a-default-shared-a100-deployment")
+    assert kwok.stack_outputs["team-a"]["releaser"]["container"] == "gpu-lab-team-a-releaser"
+
+
+def test_kwok_stack_outputs(kwok):
+    a = kwok.stack_outputs["team-a"]
+    assert a["pools"] == {
+        "worker": {"mode": "docker", "nodes": [WORKER]},
+        "sim": {"mode": "kwok", "nodes": SIM_NODES},
+    }
+    assert a["gpuInventory"] == {"model": "NVIDIA A100 80GB", "cards": 4, "memoryMb": 4 * 81920, "coresPercent": 400}
+    assert kwok.stack_outputs["team-b"]["pools"] == {"worker": {"mode": "docker", "nodes": ["gpu-lab-team-b-worker-0"]}}
+
+
+# -- (b) an external pool beside a docker pool -------------------------------------------------
+def test_real_gpu_tenant_has_no_fake_inventory_and_no_releaser(ext):
+    assert names(ext, LOCK_RELEASER) == {"team-b-releaser"}
+    assert not [r for r in ext.registrations if r.name.startswith("team-a-releaser")]
+    assert not [r for r in ext.of_type(NODE_PATCH) if r.name.startswith("team-a-gpus-")]
+    assert not [r for r in ext.of_type(NODE_GPU_CAPACITY) if r.name.startswith("team-a-")]
+    # team-b, fake cards, is unchanged
+    assert "team-b-releaser-container" in {r.name for r in ext.registrations}
+    assert {r.name for r in ext.of_type(NODE_GPU_CAPACITY)} == {"team-b-gpus-gpu-lab-team-b-worker-0-capacity"}
+    assert not ext.of_type(KWOK_CONTROLLER) and not ext.of_type(SIMULATED_NODES)
+    assert ext.stack_outputs["team-a"]["releaser"] is None
+    assert "team-a-releaser-container" not in deps(ext, "team-a-default-shared-a100-deployment")
+    assert {"team-a-hami-webhook-probe", "team-a-hami-registration", "team-a-quota-default"} <= deps(
+        ext, "team-a-default-shared-a100-deployment"
+    )
+
+
+def test_real_gpu_tenant_runs_nvidias_plugin(ext):
+    a = ext.named("team-a-hami-release").inputs["values"]
+    assert a["devicePlugin"] == {"enabled": True} and a["mockDevicePlugin"] == {"enabled": False}
+    assert a["scheduler"]["nodeSelector"] == {"gpu-tenancy/pool-mode": "docker"}
+    assert a["scheduler"]["patch"]["nodeSelector"] == {"gpu-tenancy/pool-mode": "docker"}
+    b = ext.named("team-b-hami-release").inputs["values"]
+    assert b["devicePlugin"] == {"enabled": False} and b["mockDevicePlugin"] == {"enabled": True}
+    # no fake card to wait for: the real plugin registers the machines' cards when they join
+    assert ext.named("team-a-hami-registration").inputs["expected"] == {}
+
+
+def test_docker_worker_of_a_real_gpu_tenant_carries_no_cards(ext):
+    assert ext.named("team-a-worker-0-container").inputs["name"] == WORKER
+    labels = ext.named("team-a-worker-0-labels")
+    assert labels.inputs["metadata"]["labels"] == {
+        "gpu-tenancy/pool": "worker",
+        "gpu-tenancy/pool-mode": "docker",
+        "gpu-tenancy/tenant": "team-a",
+    }
+    assert "team-a-worker-0-labels" in deps(ext, "team-a-hami-release")
+
+
+def test_external_pool_token_lives_join_token_hours(ext):
+    (pool,) = ext.of_type(EXTERNAL_POOL)
+    assert pool.name == "team-a-gpus"
+    token = ext.named("team-a-gpus-token")
+    assert token.type == BOOTSTRAP_TOKEN
+    assert token.inputs["ttl_seconds"] == 6 * 3600 == 21600
+    assert len(token.inputs["token_id"]) == 6
+    assert token.inputs["token_id"] != ext.named("team-a-worker-0-token").inputs["token_id"]
+    assert "secret" in token.inputs["kubeconfig"]
+    assert "team-a-bootstrap-node-bootstrapper" in deps(ext, "team-a-gpus-token")
+
+
+def test_external_join_output_is_secret_with_the_ca_pinned(ext):
+    pools = ext.stack_outputs["team-a"]["pools"]
+    assert pools["worker"] == {"mode": "docker", "nodes": [WORKER]}
+    gpus = pools["gpus"]
+    assert gpus["mode"] == "external"
+    join = gpus["join"]
+    assert set(join) == {"secret"}, "the join carries a bootstrap token: a secret output"
+    join = join["secret"]
+    assert {"command", "configuration", "labels", "expires"} <= set(join)
+    command = join["command"]
+    assert command.startswith("kubeadm join 172.30.0.2:31443 ")
+    assert f"--token {JOIN_TOKEN}" in command
+    assert f"--discovery-token-ca-cert-hash {TENANT_CA_HASH}" in command
+    assert "--discovery-token-ca-cert-hash sha256:" in command and "unsafe-skip-ca" not in command
+    config = yaml.safe_load(join["configuration"])
+    assert config["kind"] == "JoinConfiguration"
+    discovery = config["discovery"]["bootstrapToken"]
+    assert discovery == {"apiServerEndpoint": "172.30.0.2:31443", "token": JOIN_TOKEN, "caCertHashes": [TENANT_CA_HASH]}
+    (node_labels,) = [a["value"] for a in config["nodeRegistration"]["kubeletExtraArgs"] if a["name"] == "node-labels"]
+    labels = dict(kv.split("=", 1) for kv in node_labels.split(","))
+    assert labels == {
+        "gpu": "on",
+        "gpu-tenancy/pool": "gpus",
+        "gpu-tenancy/pool-mode": "external",
+        "gpu-tenancy/tenant": "team-a",
+    }
+    assert join["labels"] == node_labels
+    nowhere_in_clear(ext, JOIN_TOKEN)
+
+
+def test_external_stack_outputs(ext):
+    a = ext.stack_outputs["team-a"]
+    # the machines' cards: 2 nodes x 8 A100 (docker workers carry none)
+    assert a["gpuInventory"] == {
+        "model": "NVIDIA A100 80GB",
+        "cards": 16,
+        "memoryMb": 16 * 81920,
+        "coresPercent": 1600,
+    }
