@@ -85,14 +85,36 @@ def create_token(core: Any, tid: str, ttl_seconds: int, description: str) -> tup
     return f"{tid}.{secret}", expiration
 
 
-def delete_token(core: Any, tid: str) -> bool:
-    """Revoke the token now; False when it was already gone (expired and cleaned up)."""
+def delete_token(core: Any, tid: str, token: str | None = None) -> bool:
+    """Revoke the token now; False when it was already gone (expired and cleaned up).
+
+    With `token` (`<id>.<secret>`), only while the Secret still holds that token: a successor
+    made under the same id (a replaced pool's token) is never revoked by its predecessor.
+    """
+    name = token_secret_name(tid)
+    preconditions = None
+    if token is not None:
+        found = get_json_or_none(core.read_namespaced_secret, name, TOKEN_NAMESPACE)
+        if found is None:
+            return False
+        held = base64.b64decode((found.get("data") or {}).get("token-secret", "")).decode()
+        if f"{tid}.{held}" != token:
+            return False
+        meta = found["metadata"]
+        preconditions = {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}
     try:
-        core.delete_namespaced_secret(token_secret_name(tid), TOKEN_NAMESPACE, _preload_content=False)
+        core.delete_namespaced_secret(
+            name,
+            TOKEN_NAMESPACE,
+            body={"preconditions": preconditions} if preconditions else None,
+            _preload_content=False,
+        )
         return True
     except Exception as exc:
         if http_status(exc) == 404:
             return False
+        if http_status(exc) == 409 and preconditions:
+            return False  # changed since it was read: no longer this token
         raise
 
 

@@ -35,7 +35,8 @@ class BootstrapTokenProvider(ResourceProvider):
         return ReadResult(id_=id_, outs=props)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        delete_token(core_api(props["kubeconfig"]), props["token_id"])
+        # Only this resource's own token: a replacement may already hold the same id.
+        delete_token(core_api(props["kubeconfig"]), props["token_id"], props.get("token"))
 
 
 class BootstrapToken(Resource, module="gpu-tenancy", name="BootstrapToken"):

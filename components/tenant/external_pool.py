@@ -32,7 +32,7 @@ class ExternalPoolArgs:
     endpoint: str
     admin_kubeconfig: pulumi.Input[str]
     ca_cert_hash: pulumi.Input[str]
-    token_hours: int
+    token_ttl_seconds: int
 
 
 class ExternalPool(pulumi.ComponentResource):
@@ -45,7 +45,7 @@ class ExternalPool(pulumi.ComponentResource):
             f"{name}-token",
             kubeconfig=args.admin_kubeconfig,
             token_id=token_id(f"{args.tenant}/{args.pool}"),
-            ttl_seconds=args.token_hours * 3600,
+            ttl_seconds=args.token_ttl_seconds,
             description=f"gpu-tenancy: joins of pool {args.pool} of {args.tenant}",
             opts=pulumi.ResourceOptions(parent=self),
         )

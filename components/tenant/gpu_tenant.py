@@ -154,7 +154,7 @@ class GpuTenant(pulumi.ComponentResource):
                     endpoint=endpoint,
                     admin_kubeconfig=admin,
                     ca_cert_hash=ca_hash,
-                    token_hours=pool.join_token_hours or DEFAULT_JOIN_TOKEN_HOURS,
+                    token_ttl_seconds=(pool.join_token_hours or DEFAULT_JOIN_TOKEN_HOURS) * 3600,
                 ),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.bootstrap]),
             )
