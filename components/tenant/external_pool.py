@@ -9,7 +9,7 @@ machines after the token expired: `pulumi up --replace` the pool's token (README
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 
@@ -33,6 +33,8 @@ class ExternalPoolArgs:
     admin_kubeconfig: pulumi.Input[str]
     ca_cert_hash: pulumi.Input[str]
     token_ttl_seconds: int
+    # The tenant's node-bootstrap RBAC: the token is only useful after it.
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
 
 
 class ExternalPool(pulumi.ComponentResource):
@@ -47,7 +49,7 @@ class ExternalPool(pulumi.ComponentResource):
             token_id=token_id(f"{args.tenant}/{args.pool}"),
             ttl_seconds=args.token_ttl_seconds,
             description=f"gpu-tenancy: joins of pool {args.pool} of {args.tenant}",
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
         )
         labels = external_labels(args.tenant, args.pool, args.mode)
         self.join = pulumi.Output.secret(

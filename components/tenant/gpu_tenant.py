@@ -155,8 +155,9 @@ class GpuTenant(pulumi.ComponentResource):
                     admin_kubeconfig=admin,
                     ca_cert_hash=ca_hash,
                     token_ttl_seconds=(pool.join_token_hours or DEFAULT_JOIN_TOKEN_HOURS) * 3600,
+                    depends_on=[self.bootstrap],
                 ),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.bootstrap]),
+                opts=child,
             )
             for pool in t.pools_of(POOL_EXTERNAL)
         ]
@@ -211,7 +212,7 @@ class GpuTenant(pulumi.ComponentResource):
             pool.name: {"mode": pool.mode, "nodes": t.node_names(args.lab_name, pool)} for pool in t.pools
         }
         for pool, ext in zip(t.pools_of(POOL_EXTERNAL), self.external, strict=True):
-            self.pools[pool.name] = {"mode": pool.mode, "join": ext.join}
+            self.pools[pool.name] = {"mode": pool.mode, "machines": pool.nodes, "join": ext.join}
         declared: dict[str, list[Demand]] = {}
         for w in t.workloads:
             declared.setdefault(w.namespace, []).append(w.demand(t.gpu.model))

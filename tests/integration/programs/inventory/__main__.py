@@ -8,7 +8,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.model import GpuFleet
-from components.tenant.gpu_inventory import MockGpuInventory, MockGpuInventoryArgs
+from components.tenant.gpu_inventory import MockGpuInventory, MockGpuInventoryArgs, inventory_summary
 
 config = pulumi.Config()
 kubeconfig = config.require_secret("kubeconfig")
@@ -24,4 +24,4 @@ inventory = MockGpuInventory(
         kubeconfig=kubeconfig,
     ),
 )
-pulumi.export("inventory", inventory.summary)
+pulumi.export("inventory", inventory_summary(fleet, len(config.require_object("nodes"))))
