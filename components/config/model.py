@@ -266,7 +266,9 @@ class HamiConfig(_Model):
 
 class GpuFleet(_Model):
     model: Model = Field(description="the card model: " + ", ".join(sorted(GPU_MODELS)))
-    cards_per_node: _integer(1, MAX_CARDS_PER_NODE) = Field(1, description="fake cards per worker node")
+    cards_per_node: _integer(1, MAX_CARDS_PER_NODE) = Field(
+        1, description="cards per GPU node (the nodes of the external, else kwok, else docker pools)"
+    )
 
 
 class QuotaConfig(_Model):
@@ -391,13 +393,18 @@ class TenantConfig(_Model):
 
     @property
     def real_gpus(self) -> bool:
-        """External pools bring real cards: HAMi's NVIDIA plugin, no fake inventory, no releaser.
-        Docker workers then carry no cards and only run the tenant's system pods."""
+        """External pools bring real cards: HAMi's NVIDIA plugin, no fake inventory, no releaser."""
         return bool(self.pools_of(POOL_EXTERNAL))
 
     @property
     def gpu_pools(self) -> tuple[PoolConfig, ...]:
-        return tuple(p for p in self.pools if (p.mode == POOL_EXTERNAL) == self.real_gpus)
+        """The pools whose nodes carry the tenant's cards: external pools, else kwok pools, else the
+        docker pools. Docker workers beside kwok or external pools run the system pods and real
+        non-GPU containers; the mock plugin could not advertise a large node's cards anyway."""
+        for mode in (POOL_EXTERNAL, POOL_KWOK):
+            if self.pools_of(mode):
+                return self.pools_of(mode)
+        return self.pools_of(POOL_DOCKER)
 
     @property
     def docker_nodes(self) -> int:
@@ -527,12 +534,13 @@ def _tenant_checks(t: TenantConfig, i: int, cluster: ClusterConfig | None, c: _C
     m = t.gpu.model
     fail = c.fail
     before = len(c.problems)
-    if not t.real_gpus and t.gpu.cards_per_node * m.memory_mb > MOCK_PLUGIN_MAX_MB_PER_NODE:
+    mock_plugin = any(p.mode == POOL_DOCKER for p in t.gpu_pools)
+    if mock_plugin and t.gpu.cards_per_node * m.memory_mb > MOCK_PLUGIN_MAX_MB_PER_NODE:
         fail(
             f"{path}.gpu.cardsPerNode",
             f"{t.gpu.cards_per_node} x {m.memory_mb} MB = {t.gpu.cards_per_node * m.memory_mb} MB per node is more "
             f"than the mock device plugin can advertise ({MOCK_PLUGIN_MAX_MB_PER_NODE} MB); use at most "
-            f"{MOCK_PLUGIN_MAX_MB_PER_NODE // m.memory_mb} {m.key} cards per node",
+            f"{MOCK_PLUGIN_MAX_MB_PER_NODE // m.memory_mb} {m.key} cards per node, or put the cards on a kwok pool",
         )
     q = t.quota
     if q.gpumem_mb < m.memory_mb:

@@ -188,7 +188,8 @@ def test_pools_mix_docker_and_kwok_and_count_every_gpu_node():
         ),
     )
     a = cfg.tenants[0]
-    assert a.fleet.nodes == 201 and not a.real_gpus
+    # The cards are on the simulated nodes; the docker worker runs the system pods.
+    assert a.fleet.nodes == 200 and not a.real_gpus and [p.name for p in a.gpu_pools] == ["sim"]
     assert a.node_names("gpu-lab", a.pools[1])[:2] == ["gpu-lab-team-a-sim-0", "gpu-lab-team-a-sim-1"]
     # The default docker pool keeps the names workers always had.
     assert a.node_names("gpu-lab", a.pools[0]) == ["gpu-lab-team-a-worker-0"]
@@ -267,3 +268,16 @@ def test_node_names_stay_unique_across_tenants_and_pools():
     ((key, msg),) = err.value.problems
     assert key == "gpu-tenancy:tenants[2].pools[0].name"
     assert "'gpu-lab-team-a-b-worker-0' is also made by tenants[0].pools[1]" in msg
+
+
+def test_eight_a100_per_node_fit_a_kwok_pool_not_a_docker_worker():
+    big = {"model": "A100-80GB", "cardsPerNode": 8}
+    ok = load_stack_config(
+        "gpu-tenancy",
+        raw(tenant_with_pools([{"name": "worker"}, {"name": "sim", "mode": "kwok", "nodes": 10}], gpu=big)),
+    )
+    assert ok.tenants[0].fleet.capacity.gpumem_mb == 10 * 8 * 81920
+    with pytest.raises(ConfigError) as err:
+        load_stack_config("gpu-tenancy", raw(tenant_with_pools([{"name": "worker"}], gpu=big)))
+    ((key, msg),) = err.value.problems
+    assert key == "gpu-tenancy:tenants[0].gpu.cardsPerNode" and "put the cards on a kwok pool" in msg

@@ -181,26 +181,24 @@ def test_simulated_nodes_one_resource_per_pool(kwok):
     assert "team-a-bootstrap-node-bootstrapper" in deps(kwok, "team-a-sim")
 
 
-def test_simulated_nodes_carry_their_own_cards(kwok):
-    # the fake inventory patches docker GPU workers only; simulated nodes are written with theirs
-    patches = {r.name for r in kwok.of_type(NODE_PATCH) if r.name.startswith("team-a-gpus-")}
-    assert patches == {f"team-a-gpus-{WORKER}"}
-    caps = {r.inputs["node"] for r in kwok.of_type(NODE_GPU_CAPACITY) if r.name.startswith("team-a-")}
-    assert caps == {WORKER}
+def test_simulated_nodes_carry_the_cards_and_the_docker_worker_none(kwok):
+    # beside a kwok pool the docker worker runs the system pods: no fake inventory on it;
+    # simulated nodes are written with their cards
+    assert not [r for r in kwok.of_type(NODE_PATCH) if r.name.startswith("team-a-gpus-")]
+    assert not [r for r in kwok.of_type(NODE_GPU_CAPACITY) if r.name.startswith("team-a-")]
+    assert "gpu" not in kwok.named("team-a-worker-0-labels").inputs["metadata"]["labels"]
 
 
 def test_hami_waits_for_simulated_nodes_and_kwok(kwok):
     hami = deps(kwok, "team-a-hami-release")
     assert {"team-a-sim", "team-a-kwok-deployment", "team-a-worker-0-labels", "team-a-worker-0-membership"} <= hami
-    assert {f"team-a-gpus-{WORKER}", f"team-a-gpus-{WORKER}-capacity", "team-a-network-kindnet"} <= hami
+    assert "team-a-network-kindnet" in hami
     assert not {n for n in deps(kwok, "team-b-hami-release") if "kwok" in n or "sim" in n}
 
 
-def test_registration_gate_expects_the_worker_and_every_simulated_node(kwok):
+def test_registration_gate_expects_every_simulated_node(kwok):
     gate = kwok.named("team-a-hami-registration")
-    assert gate.inputs["expected"] == {
-        node: [f"GPU-team-a-{node}-0"] for node in [WORKER, *SIM_NODES]
-    }  # one A100 per node
+    assert gate.inputs["expected"] == {node: [f"GPU-team-a-{node}-0"] for node in SIM_NODES}  # one A100 per node
     assert "team-a-hami-release" in deps(kwok, "team-a-hami-registration")
 
 
@@ -235,7 +233,7 @@ def test_kwok_stack_outputs(kwok):
         "worker": {"mode": "docker", "nodes": [WORKER]},
         "sim": {"mode": "kwok", "nodes": SIM_NODES},
     }
-    assert a["gpuInventory"] == {"model": "NVIDIA A100 80GB", "cards": 4, "memoryMb": 4 * 81920, "coresPercent": 400}
+    assert a["gpuInventory"] == {"model": "NVIDIA A100 80GB", "cards": 3, "memoryMb": 3 * 81920, "coresPercent": 300}
     assert kwok.stack_outputs["team-b"]["pools"] == {"worker": {"mode": "docker", "nodes": ["gpu-lab-team-b-worker-0"]}}
 
 
