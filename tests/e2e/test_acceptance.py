@@ -27,9 +27,14 @@ def node_names(core) -> set[str]:
     return {n.metadata.name for n in core.list_node().items}
 
 
+def stack_nodes(tenant: dict) -> set[str]:
+    """The nodes the stack made for a tenant (every pool's, from the `pools` output)."""
+    return {n for pool in tenant["pools"].values() for n in pool.get("nodes", [])}
+
+
 def test_1_each_tenant_sees_only_its_own_nodes(outputs, team_a, team_b):
-    assert node_names(team_a) == set(outputs["team-a"]["nodes"])
-    assert node_names(team_b) == set(outputs["team-b"]["nodes"])
+    assert node_names(team_a) == stack_nodes(outputs["team-a"])
+    assert node_names(team_b) == stack_nodes(outputs["team-b"])
     assert not node_names(team_a) & node_names(team_b)
 
 

@@ -37,13 +37,7 @@ def with_tokencleaner(tools):
 
 @pytest.fixture
 def stack(pulumi_cli, with_tokencleaner, tmp_path):
-    work = tmp_path / "program"
-    work.mkdir()
-    for f in PROGRAM.iterdir():
-        if f.is_file():
-            (work / f.name).write_text(f.read_text())
-    pulumi_cli("stack", "init", "test", cwd=work)
-    pulumi_cli("config", "set", "--secret", "kubeconfig", with_tokencleaner.kubeconfig_text, cwd=work)
+    work = pulumi_cli.new_stack(PROGRAM, tmp_path / "program", with_tokencleaner.kubeconfig_text)
     pulumi_cli("config", "set", "endpoint", ENDPOINT, cwd=work)
     pulumi_cli("config", "set", "ttlSeconds", str(TTL), cwd=work)
     yield work

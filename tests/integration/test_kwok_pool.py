@@ -38,13 +38,7 @@ def kwok_cluster(tools):
 
 @pytest.fixture
 def stack(pulumi_cli, kwok_cluster, tmp_path):
-    work = tmp_path / "program"
-    work.mkdir()
-    for f in PROGRAM.iterdir():
-        if f.is_file():
-            (work / f.name).write_text(f.read_text())
-    pulumi_cli("stack", "init", "test", cwd=work)
-    pulumi_cli("config", "set", "--secret", "kubeconfig", kwok_cluster.kubeconfig_text, cwd=work)
+    work = pulumi_cli.new_stack(PROGRAM, tmp_path / "program", kwok_cluster.kubeconfig_text)
     for key, value in {"tenant": "team-a", "model": "A100-80GB", "cardsPerNode": "2", "nodes": "3"}.items():
         pulumi_cli("config", "set", key, value, cwd=work)
     pulumi_cli("config", "set", "replicas", "6", cwd=work)

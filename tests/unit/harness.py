@@ -222,3 +222,16 @@ def _describe(value: Any) -> pulumi.Output[Any]:
         return pulumi.Output.all(*[_describe(v) for v in value]).apply(list)
     out = pulumi.Output.from_input(value)
     return pulumi.Output.all(out, out.is_secret()).apply(lambda p: {"secret": p[0]} if p[1] else p[0])
+
+
+def deps(rec: Any, name: str) -> set[str]:
+    """Names of everything the named resource depends on (options and property inputs)."""
+    r = rec.named(name)
+    all_deps = set(r.dependencies)
+    for urns in r.property_dependencies.values():
+        all_deps.update(urns)
+    return {rec.by_urn(u).name for u in all_deps}
+
+
+def provider_name(reg: Any) -> str | None:
+    return reg.provider.split("::")[-2] if reg.provider else None

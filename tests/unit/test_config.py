@@ -281,3 +281,11 @@ def test_eight_a100_per_node_fit_a_kwok_pool_not_a_docker_worker():
         load_stack_config("gpu-tenancy", raw(tenant_with_pools([{"name": "worker"}], gpu=big)))
     ((key, msg),) = err.value.problems
     assert key == "gpu-tenancy:tenants[0].gpu.cardsPerNode" and "put the cards on a kwok pool" in msg
+
+
+@pytest.mark.parametrize("name", ["Pulumi.fleet.yaml", "Pulumi.gpus.yaml"])
+def test_example_stack_files_are_valid(name):
+    cfg = load_stack_config("gpu-tenancy", raw(load_config_file(ROOT / "examples" / name)), kubeconfig_given=True)
+    (t,) = cfg.tenants
+    assert t.docker_nodes == 1 and t.fleet.cards_per_node == 8
+    assert (t.real_gpus, t.fleet.nodes) == ((False, 200) if "fleet" in name else (True, 4))

@@ -13,7 +13,9 @@ from tests.unit.harness import (
     SA_TOKEN,
     TENANT_CA_HASH,
     TENANT_SUPER,
+    deps,
     load_config_file,
+    provider_name,
     run_program,
 )
 
@@ -23,18 +25,6 @@ DEV = load_config_file(ROOT / "Pulumi.dev.yaml")
 @pytest.fixture(scope="module")
 def rec():
     return run_program(DEV)
-
-
-def deps(rec, name):
-    r = rec.named(name)
-    all_deps = set(r.dependencies)
-    for urns in r.property_dependencies.values():
-        all_deps.update(urns)
-    return {rec.by_urn(u).name for u in all_deps}
-
-
-def provider_name(reg):
-    return reg.provider.split("::")[-2] if reg.provider else None
 
 
 def test_management_cluster_edges(rec):

@@ -15,7 +15,9 @@ from tests.unit.harness import (
     ROOT,
     SA_TOKEN,
     TENANT_CA_HASH,
+    deps,
     load_config_file,
+    provider_name,
     run_program,
 )
 
@@ -56,18 +58,6 @@ def kwok():
 @pytest.fixture(scope="module")
 def ext():
     return run_program(EXTERNAL_CONFIG)
-
-
-def deps(rec, name):
-    r = rec.named(name)
-    all_deps = set(r.dependencies)
-    for urns in r.property_dependencies.values():
-        all_deps.update(urns)
-    return {rec.by_urn(u).name for u in all_deps}
-
-
-def provider_name(reg):
-    return reg.provider.split("::")[-2] if reg.provider else None
 
 
 def names(rec, typ):
