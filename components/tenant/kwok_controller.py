@@ -15,6 +15,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import versions
+from components.config.names import TENANT_LABEL
 from components.ops.simulated_nodes import KWOK_PORT, KWOK_RBAC_RULES, kwok_args
 from components.tenant.service_account import scoped_kubeconfig
 
@@ -50,7 +51,7 @@ class KwokController(pulumi.ComponentResource):
             parent=self,
         )
         on_management = pulumi.ResourceOptions(parent=self, provider=args.management_provider)
-        labels = {"app.kubernetes.io/name": "kwok", "gpu-tenancy/tenant": args.tenant}
+        labels = {"app.kubernetes.io/name": "kwok", TENANT_LABEL: args.tenant}
         secret = k8s.core.v1.Secret(
             f"{name}-kubeconfig",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=f"{args.tenant}-kwok", namespace=args.namespace, labels=labels),

@@ -16,7 +16,7 @@ import pulumi
 import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
-from components.config.names import releaser_name
+from components.config.names import TENANT_LABEL, releaser_name
 from components.ops.release_controller import DEFAULT_PORT, RBAC_RULES
 from components.tenant.service_account import scoped_kubeconfig
 
@@ -65,7 +65,7 @@ class LockReleaser(pulumi.ComponentResource):
                     file=KUBECONFIG_PATH, content=kubeconfig, owner=RUN_AS, group=RUN_AS, permissions="0400"
                 )
             ],
-            labels=[docker.ContainerLabelArgs(label="gpu-tenancy/tenant", value=args.tenant)],
+            labels=[docker.ContainerLabelArgs(label=TENANT_LABEL, value=args.tenant)],
             must_run=True,
             # `up` waits for the image's HEALTHCHECK: the controller listed the tenant's pods.
             wait=True,
