@@ -55,6 +55,16 @@ def cluster(tools: dict[str, str]) -> Iterator[TestCluster]:
     c.stop()
 
 
+@pytest.fixture(scope="module")
+def with_tokencleaner(tools: dict[str, str]) -> Iterator[TestCluster]:
+    """A cluster of its own with kube-controller-manager's token controllers (tokens expire)."""
+    require(tools, "kube-apiserver", "etcd", "openssl", "kube-controller-manager")
+    c = start_cluster(tools)
+    c.start_controller_manager(["tokencleaner", "bootstrapsigner"])
+    yield c
+    c.stop()
+
+
 @pytest.fixture
 def node(cluster: TestCluster) -> Iterator[str]:
     """A Ready mock-GPU node of its own for one test, removed after it."""

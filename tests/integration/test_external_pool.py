@@ -17,22 +17,12 @@ import yaml
 from kubernetes import client
 
 from components.ops import bootstrap as bs
-from tests.integration.cluster import TOKEN, start_cluster
-from tests.integration.conftest import require
+from tests.integration.cluster import TOKEN
 
 PROGRAM = Path(__file__).parent / "programs" / "external_pool"
 ENDPOINT = "203.0.113.10:31443"
 TTL = 20
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def with_tokencleaner(tools):
-    require(tools, "kube-apiserver", "etcd", "openssl", "kube-controller-manager")
-    cluster = start_cluster(tools)
-    cluster.start_controller_manager(["tokencleaner", "bootstrapsigner"])
-    yield cluster
-    cluster.stop()
 
 
 @pytest.fixture

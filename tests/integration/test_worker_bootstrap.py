@@ -13,19 +13,8 @@ import yaml
 from kubernetes import client
 
 from components.ops import bootstrap as bs
-from tests.integration.cluster import start_cluster
-from tests.integration.conftest import require
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def with_kcm(tools):
-    require(tools, "kube-apiserver", "etcd", "openssl", "kube-controller-manager")
-    cluster = start_cluster(tools)
-    cluster.start_controller_manager(["tokencleaner", "bootstrapsigner"])
-    yield cluster
-    cluster.stop()
 
 
 def secret_exists(core, tid: str) -> bool:
@@ -37,8 +26,8 @@ def secret_exists(core, tid: str) -> bool:
         return False
 
 
-def test_token_expires_and_the_tokencleaner_removes_it(with_kcm):
-    core = with_kcm.core()
+def test_token_expires_and_the_tokencleaner_removes_it(with_tokencleaner):
+    core = with_tokencleaner.core()
     tid = bs.token_id(f"expiring/{uuid.uuid4()}")
     token, expiration = bs.create_token(core, tid, ttl_seconds=2, description="test")
     assert token.startswith(f"{tid}.") and len(token) == 23
@@ -50,8 +39,8 @@ def test_token_expires_and_the_tokencleaner_removes_it(with_kcm):
     assert not secret_exists(core, tid), "kube-controller-manager's tokencleaner kept an expired token"
 
 
-def test_token_is_revoked_once_the_join_is_done(with_kcm):
-    core = with_kcm.core()
+def test_token_is_revoked_once_the_join_is_done(with_tokencleaner):
+    core = with_tokencleaner.core()
     tid = bs.token_id(f"revoked/{uuid.uuid4()}")
     bs.create_token(core, tid, ttl_seconds=900, description="test")
     assert bs.delete_token(core, tid) is True
@@ -59,14 +48,14 @@ def test_token_is_revoked_once_the_join_is_done(with_kcm):
     assert bs.delete_token(core, tid) is False  # already gone: not an error
 
 
-def test_ca_pin_is_what_kubeadm_computes(with_kcm):
+def test_ca_pin_is_what_kubeadm_computes(with_tokencleaner):
     """kubeadm's documented recipe: SHA-256 of the CA public key in DER."""
-    crt = with_kcm.workdir / "ca.crt"
+    crt = with_tokencleaner.workdir / "ca.crt"
     pubkey = subprocess.run(["openssl", "x509", "-pubkey", "-noout", "-in", str(crt)], capture_output=True, check=True)
     der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "der"], input=pubkey.stdout, capture_output=True)
     digest = subprocess.run(["openssl", "dgst", "-sha256", "-hex"], input=der.stdout, capture_output=True)
     assert bs.ca_cert_hash(crt.read_bytes()) == "sha256:" + digest.stdout.decode().split()[-1]
-    assert bs.kubeconfig_ca_hash(with_kcm.kubeconfig_text) == bs.ca_cert_hash(crt.read_bytes())
+    assert bs.kubeconfig_ca_hash(with_tokencleaner.kubeconfig_text) == bs.ca_cert_hash(crt.read_bytes())
 
 
 def test_join_configuration_carries_the_token_and_the_pin_not_skip_verification():
@@ -90,8 +79,8 @@ def register(core, name: str, machine: str) -> None:
     core.patch_node_status(name, {"status": {"nodeInfo": {"machineID": machine}}})
 
 
-def test_a_replaced_workers_clean_up_leaves_its_successor(with_kcm):
-    core = with_kcm.core()
+def test_a_replaced_workers_clean_up_leaves_its_successor(with_tokencleaner):
+    core = with_tokencleaner.core()
     name = f"worker-{uuid.uuid4().hex[:6]}"
     register(core, name, "old-container")
     assert bs.wait_for_node(core, name, "old-container", timeout=5, interval=0.2)
@@ -102,6 +91,6 @@ def test_a_replaced_workers_clean_up_leaves_its_successor(with_kcm):
     assert bs.delete_node_if_mine(core, name, "new-container") == "absent"
 
 
-def test_a_node_that_never_registers_is_named(with_kcm):
+def test_a_node_that_never_registers_is_named(with_tokencleaner):
     with pytest.raises(bs.NodeNotRegisteredError, match="no Node after 1 s"):
-        bs.wait_for_node(with_kcm.core(), "never-registers", "m", timeout=1, interval=0.2)
+        bs.wait_for_node(with_tokencleaner.core(), "never-registers", "m", timeout=1, interval=0.2)

@@ -317,3 +317,14 @@ def test_external_stack_outputs(ext):
         "memoryMb": 16 * 81920,
         "coresPercent": 1600,
     }
+
+
+def test_lab_kwok_image_is_the_version_the_tests_build():
+    """The lab's KWOK image and the kwok binary the integration tier runs are one version."""
+    from components.config import versions
+
+    built = dict(
+        line.split("=", 1) for line in (ROOT / "tools" / "versions.env").read_text().splitlines() if "=" in line
+    )
+    assert built["KWOK_VERSION"] == versions.KWOK_VERSION
+    assert versions.KWOK_IMAGE.endswith(f":v{built['KWOK_VERSION']}")
