@@ -344,10 +344,6 @@ class PoolConfig(_Model):
         None, description="external pools: lifetime of the join token the stack outputs (default 24)"
     )
 
-    @property
-    def has_fake_gpus(self) -> bool:
-        return self.mode in (POOL_DOCKER, POOL_KWOK)
-
 
 DEFAULT_POOLS = ({"name": "worker", "mode": POOL_DOCKER, "nodes": 1},)
 DEFAULT_JOIN_TOKEN_HOURS = 24

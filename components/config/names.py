@@ -25,6 +25,11 @@ POOL_LABEL = "gpu-tenancy/pool"
 POOL_MODE_LABEL = "gpu-tenancy/pool-mode"
 
 
+def pool_labels(tenant: str, pool: str, mode: str) -> dict[str, str]:
+    """The labels every node of a pool carries, whatever makes the node."""
+    return {TENANT_LABEL: tenant, POOL_LABEL: pool, POOL_MODE_LABEL: mode}
+
+
 # Where the HAMi chart goes in each tenant.
 HAMI_NAMESPACE = "hami-system"
 # Namespaces a workload may not use: Kubernetes' own (Kamaji's add-ons live there) and HAMi's.

@@ -16,21 +16,21 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from components.config.names import MOCK_GPU_NODE_LABEL, POOL_LABEL, POOL_MODE_LABEL, TENANT_LABEL
+from components.config.model import POOL_KWOK
+from components.config.names import MOCK_GPU_NODE_LABEL, pool_labels
 from components.gpu.hami_annotations import GPU_NODE_LABEL, NODE_REGISTER, encode_node_register
 from components.gpu.inventory import CardsOfANode, advertised_resources, node_devices
 from components.ops.kube import http_status
 
 # What KWOK is told to manage (--manage-nodes-with-annotation-selector): these nodes only.
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
-KWOK_MODE = "kwok"
 # The node shape of KWOK's own examples; pods are bounded by the GPU slots long before.
 NODE_RESOURCES = {"cpu": "32", "memory": "256Gi", "pods": "110"}
 PARALLEL_REQUESTS = 16
 
 
 def selector(tenant: str, pool: str) -> str:
-    return f"{TENANT_LABEL}={tenant},{POOL_LABEL}={pool},{POOL_MODE_LABEL}={KWOK_MODE}"
+    return ",".join(f"{k}={v}" for k, v in pool_labels(tenant, pool, POOL_KWOK).items())
 
 
 def node_object(name: str, tenant: str, pool: str, fleet: CardsOfANode) -> dict[str, Any]:
@@ -41,12 +41,10 @@ def node_object(name: str, tenant: str, pool: str, fleet: CardsOfANode) -> dict[
         "metadata": {
             "name": name,
             "labels": {
-                "type": KWOK_MODE,
+                "type": POOL_KWOK,
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/role": "agent",
-                TENANT_LABEL: tenant,
-                POOL_LABEL: pool,
-                POOL_MODE_LABEL: KWOK_MODE,
+                **pool_labels(tenant, pool, POOL_KWOK),
                 GPU_NODE_LABEL[0]: GPU_NODE_LABEL[1],
                 MOCK_GPU_NODE_LABEL[0]: MOCK_GPU_NODE_LABEL[1],
             },

@@ -13,21 +13,22 @@ from dataclasses import dataclass, field
 
 import pulumi
 
-from components.config.names import POOL_LABEL, POOL_MODE_LABEL, TENANT_LABEL
+from components.config.model import POOL_EXTERNAL
+from components.config.names import pool_labels
 from components.gpu.hami_annotations import GPU_NODE_LABEL
 from components.ops.bootstrap import machine_join, token_id
 from components.providers.bootstrap_token import BootstrapToken
 
 
-def external_labels(tenant: str, pool: str, mode: str) -> dict[str, str]:
-    return {GPU_NODE_LABEL[0]: GPU_NODE_LABEL[1], TENANT_LABEL: tenant, POOL_LABEL: pool, POOL_MODE_LABEL: mode}
+def external_labels(tenant: str, pool: str) -> dict[str, str]:
+    """What the join gives each machine: HAMi's NVIDIA plugin runs on `gpu=on` nodes."""
+    return {GPU_NODE_LABEL[0]: GPU_NODE_LABEL[1], **pool_labels(tenant, pool, POOL_EXTERNAL)}
 
 
 @dataclass
 class ExternalPoolArgs:
     tenant: str
     pool: str
-    mode: str
     # host:port of the tenant API server, as the team's machines reach it.
     endpoint: str
     admin_kubeconfig: pulumi.Input[str]
@@ -51,7 +52,7 @@ class ExternalPool(pulumi.ComponentResource):
             description=f"gpu-tenancy: joins of pool {args.pool} of {args.tenant}",
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
         )
-        labels = external_labels(args.tenant, args.pool, args.mode)
+        labels = external_labels(args.tenant, args.pool)
         self.join = pulumi.Output.secret(
             pulumi.Output.all(self.token.token, args.ca_cert_hash, self.token.expiration).apply(
                 lambda a: {**machine_join(args.endpoint, a[0], a[1], labels), "expires": a[2]}

@@ -15,7 +15,7 @@ from components.config.model import (
     HamiConfig,
     TenantConfig,
 )
-from components.config.names import POOL_LABEL, POOL_MODE_LABEL, TENANT_LABEL
+from components.config.names import pool_labels
 from components.gpu.inventory import node_devices
 from components.gpu.rules import Demand, total_usage
 from components.ops.bootstrap import kubeconfig_ca_hash
@@ -98,7 +98,7 @@ class GpuTenant(pulumi.ComponentResource):
                     ca_cert_hash=ca_hash,
                     token_ttl_seconds=args.bootstrap_token_minutes * 60,
                     provider=provider,
-                    labels={TENANT_LABEL: t.name, POOL_LABEL: pool.name, POOL_MODE_LABEL: POOL_DOCKER},
+                    labels=pool_labels(t.name, pool.name, POOL_DOCKER),
                     depends_on=[self.bootstrap],
                 ),
                 opts=child,
@@ -150,7 +150,6 @@ class GpuTenant(pulumi.ComponentResource):
                 ExternalPoolArgs(
                     tenant=t.name,
                     pool=pool.name,
-                    mode=POOL_EXTERNAL,
                     endpoint=endpoint,
                     admin_kubeconfig=admin,
                     ca_cert_hash=ca_hash,

@@ -6,7 +6,6 @@ lifetime is given in seconds so the test can watch it expire.
 
 import pulumi
 
-from components.config.model import POOL_EXTERNAL
 from components.ops.bootstrap import kubeconfig_ca_hash
 from components.tenant.external_pool import ExternalPool, ExternalPoolArgs
 
@@ -17,7 +16,6 @@ pool = ExternalPool(
     ExternalPoolArgs(
         tenant="team-a",
         pool="gpus",
-        mode=POOL_EXTERNAL,
         endpoint=config.require("endpoint"),
         admin_kubeconfig=kubeconfig,
         ca_cert_hash=kubeconfig.apply(kubeconfig_ca_hash),
