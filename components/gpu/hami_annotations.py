@@ -22,6 +22,8 @@ GPU_NODE_LABEL = ("gpu", "on")
 # Pod annotations written by HAMi.
 VGPU_NODE = "hami.io/vgpu-node"
 DEVICES_ALLOCATED = "hami.io/vgpu-devices-allocated"
+# The same string, which the device plugin erases container by container as it allocates.
+DEVICES_TO_ALLOCATE = "hami.io/vgpu-devices-to-allocate"
 BIND_PHASE = "hami.io/bind-phase"
 BIND_TIME = "hami.io/bind-time"
 PHASE_ALLOCATING = "allocating"

@@ -4,15 +4,16 @@ With a real device plugin, Allocate does this on the node. The mock plugin never
 node keeps `hami.io/mutex.lock` and every later GPU pod on it waits for the lock to expire. This
 module does what the real plugin does, and only that: on nodes labelled as mock-GPU nodes, it
 releases a lock only while the lock's value names the pod, and leaves malformed or foreign
-locks alone. Both the release controller (every GPU pod, watched) and the BindRelease provider
-(the stack's own workloads, awaited by `pulumi up`) call `release_pod`.
+locks alone. The release controller (every GPU pod, watched) is the one writer: it calls
+`release_pod`. The BindRelease provider only reads: `wait_for_pods` waits for the stack's own
+workloads to be bound and released, and says why when they are not.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from components.config.names import MOCK_GPU_NODE_LABEL
 from components.gpu import hami_annotations as ha
 from components.ops import hami_reasons
 from components.ops.kube import get_json, get_json_or_none, http_status
+from components.ops.waiting import TimedOut, wait_until
 
 log = logging.getLogger("gpu-tenancy.lock-release")
 
@@ -31,6 +33,10 @@ POD_GONE = "pod-gone"
 NODE_GONE = "node-gone"
 NOT_MOCK = "not-mock"  # the node's own device plugin finishes allocation: not ours to touch
 FAILED = "failed"  # HAMi marked the allocation failed
+# What a read-only wait finds (wait_for_pods).
+BOUND = "bound"  # bound, bind-phase success
+ALLOCATING = "allocating"  # bound, bind-phase still allocating: nobody released it
+NO_HAMI = "no-hami"  # bound without HAMi's annotations (the default scheduler placed it)
 CONFLICT_RETRIES = 8
 
 # Lock results.
@@ -40,6 +46,50 @@ LOCK_MALFORMED = "malformed"
 LOCK_NODE_GONE = "node-gone"
 
 Obj = Mapping[str, Any]
+
+# What the API server accepts as a Node's name (a DNS-1123 subdomain).
+_NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+MAX_NODE_NAME = 253
+
+
+class NotOurs(Exception):
+    """A pod names a node this controller cannot act on: a name no Node can have, or one the
+    API server refuses to read (4xx). Nothing to retry until the pod changes."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason = reason
+
+
+class Refused(Exception):
+    """The API server refused one of our writes with a 4xx other than 404/409 (an admission
+    policy, RBAC, validation): retried with the pod's own backoff, never blocking another pod."""
+
+    def __init__(self, status: int, detail: str):
+        super().__init__(detail)
+        self.reason = f"refused-{status}"
+
+
+def read_named_node(core: Any, node: str) -> dict[str, Any] | None:
+    """The node a pod names, or None when no such node exists. Raises NotOurs for a name no
+    Node can carry (checked before any request: `a%b` or `n/status` would reach other URLs)
+    and for a 4xx the API server answers on it."""
+    if len(node) > MAX_NODE_NAME or not _NODE_NAME.match(node):
+        raise NotOurs("invalid-node-name", f"{node!r} is not a Node name")
+    try:
+        return get_json_or_none(core.read_node, node)
+    except Exception as exc:
+        status = http_status(exc)
+        if status is not None and 400 <= status < 500 and status != 429:
+            raise NotOurs(f"node-{status}", f"reading node {node!r}: HTTP {status}") from exc
+        raise
+
+
+def _refusal(exc: BaseException, what: str) -> Refused | None:
+    status = http_status(exc)
+    if status is not None and 400 <= status < 500 and status not in (404, 409, 429):
+        return Refused(status, f"{what}: HTTP {status} {getattr(exc, 'reason', '')}".rstrip())
+    return None
 
 
 @dataclass(frozen=True)
@@ -71,7 +121,7 @@ def release_node_lock(core: Any, node: str, namespace: str, pod: str, node_obj: 
     """
     for attempt in range(CONFLICT_RETRIES):
         if node_obj is None or attempt:
-            node_obj = get_json_or_none(core.read_node, node)
+            node_obj = read_named_node(core, node)
             if node_obj is None:
                 return LOCK_NODE_GONE
         value = annotations(node_obj).get(ha.NODE_LOCK)
@@ -94,6 +144,8 @@ def release_node_lock(core: Any, node: str, namespace: str, pod: str, node_obj: 
                 continue
             if http_status(exc) == 404:
                 return LOCK_NODE_GONE
+            if refused := _refusal(exc, f"removing the lock of node {node}"):
+                raise refused from exc
             raise
     raise RuntimeError(f"node {node}: lock still contended after {CONFLICT_RETRIES} attempts")
 
@@ -108,7 +160,7 @@ def free_lock_at_allocation(
     node = annotations(pod_obj).get(ha.VGPU_NODE)
     if not node or (pod_obj.get("spec") or {}).get("nodeName"):
         return None
-    node_obj = get_json_or_none(core.read_node, node)
+    node_obj = read_named_node(core, node)
     if node_obj is None:
         return LOCK_NODE_GONE
     if not is_mock_node(node_obj, node_label):
@@ -140,7 +192,7 @@ def release_pod(
             return Outcome(FAILED, node, "HAMi marked the allocation failed (bind-phase failed)")
         if phase not in (ha.PHASE_ALLOCATING, ha.PHASE_SUCCESS) or not node:
             return Outcome(NOT_BOUND, node)
-        node_obj = get_json_or_none(core.read_node, node)
+        node_obj = read_named_node(core, node)
         if node_obj is None:
             return Outcome(NODE_GONE, node, f"node {node} no longer exists")
         if not is_mock_node(node_obj, node_label):
@@ -161,6 +213,8 @@ def release_pod(
                     continue
                 if http_status(exc) == 404:
                     return Outcome(POD_GONE, node)
+                if refused := _refusal(exc, f"setting bind-phase success on {namespace}/{pod}"):
+                    raise refused from exc
                 raise
         if released:
             return Outcome(RELEASED, node)
@@ -187,7 +241,12 @@ def release_orphaned_locks(core: Any, pods: list[Obj], node_label: tuple[str, st
             continue
         if (lock.namespace, lock.pod) in done:
             name = node["metadata"]["name"]
-            if release_node_lock(core, name, lock.namespace, lock.pod, node) == LOCK_RELEASED:
+            try:  # one node's refusal must not stop the others
+                result = release_node_lock(core, name, lock.namespace, lock.pod, node)
+            except (NotOurs, Refused) as exc:
+                log.warning("node %s: the lock of %s/%s stays (%s)", name, lock.namespace, lock.pod, exc)
+                continue
+            if result == LOCK_RELEASED:
                 log.info(
                     "node %s: released the lock of %s/%s (its bind-phase was already success)",
                     name,
@@ -204,7 +263,34 @@ class PodResult:
     outcome: Outcome
 
 
-def wait_and_release_pods(
+def allocation_outcome(pod_obj: Obj) -> Outcome:
+    """Where HAMi's allocation of one pod stands, read only: bound with bind-phase success
+    (BOUND), marked failed (FAILED), bound but not released (ALLOCATING), bound without HAMi
+    (NO_HAMI: the default scheduler placed it), or not bound yet (NOT_BOUND)."""
+    phase = annotations(pod_obj).get(ha.BIND_PHASE)
+    node = (pod_obj.get("spec") or {}).get("nodeName")
+    if phase == ha.PHASE_FAILED:
+        return Outcome(FAILED, node, "HAMi marked the allocation failed (bind-phase failed)")
+    if not node:
+        return Outcome(NOT_BOUND)
+    if phase == ha.PHASE_SUCCESS:
+        return Outcome(BOUND, node)
+    if phase == ha.PHASE_ALLOCATING:
+        return Outcome(
+            ALLOCATING,
+            node,
+            f"bound to {node} but HAMi's allocation was never finished (bind-phase allocating): "
+            "the tenant's release controller (fake cards) or the node's device plugin did not release it",
+        )
+    return Outcome(
+        NO_HAMI,
+        node,
+        f"bound to {node} without HAMi (no {ha.BIND_PHASE}): the default scheduler placed it, so HAMi's "
+        "webhook did not set schedulerName (is it reachable from the tenant API server?)",
+    )
+
+
+def wait_for_pods(
     core: Any,
     namespace: str,
     timeout: float,
@@ -212,40 +298,40 @@ def wait_and_release_pods(
     selector: str | None = None,
     count: int = 0,
     interval: float = 0.5,
-    node_label: tuple[str, str] | None = MOCK_GPU_NODE_LABEL,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
 ) -> list[PodResult]:
-    """Release every pod of a workload as HAMi binds it, one after another on a shared card.
+    """Until every pod of a workload is bound with HAMi's allocation finished (or failed): the
+    release controller (or a real device plugin) does the finishing; this only reads.
 
     Pods are given by name, or by label selector plus the number expected (a Deployment's
-    pods appear over time). Returns when every pod has an outcome other than NOT_BOUND, or at
-    the deadline, with HAMi's reason for each pod still unbound.
+    pods appear over time). At the deadline, pods still unbound carry HAMi's reason.
     """
-    deadline = clock() + timeout
     finished: dict[str, Outcome] = {}
-    while True:
+    state: dict[str, Any] = {"current": [], "outcomes": {}}
+
+    def look() -> bool:
         if names is not None:
-            current = list(names)
+            pods = {n: get_json_or_none(core.read_namespaced_pod, n, namespace) for n in names}
         else:
             listed = get_json(core.list_namespaced_pod, namespace, label_selector=selector).get("items", [])
-            current = sorted(p["metadata"]["name"] for p in listed if not p["metadata"].get("deletionTimestamp"))
-        for pod in current:
-            if pod not in finished:
-                outcome = release_pod(core, namespace, pod, node_label=node_label)
-                if outcome.status != NOT_BOUND:
-                    finished[pod] = outcome
-        pending = [p for p in current if p not in finished]
-        enough = names is not None or len(current) >= count
-        if not pending and enough:
-            return [PodResult(p, finished[p]) for p in current]
-        if clock() >= deadline:
-            results = [PodResult(p, finished[p]) for p in current if p in finished]
-            results += [
-                PodResult(p, Outcome(NOT_BOUND, None, hami_reasons.pending_reason(core, namespace, p).text))
-                for p in pending
-            ]
-            if not enough:
-                results.append(PodResult("", Outcome(NOT_BOUND, None, f"{len(current)} of {count} pods exist")))
-            return results
-        sleep(interval)
+            pods = {p["metadata"]["name"]: p for p in listed if not p["metadata"].get("deletionTimestamp")}
+        outcomes = {n: allocation_outcome(p) if p else Outcome(POD_GONE) for n, p in sorted(pods.items())}
+        finished.update({n: o for n, o in outcomes.items() if o.status in (BOUND, FAILED)})
+        state["current"], state["outcomes"] = list(outcomes), outcomes
+        enough = names is not None or len(outcomes) >= count
+        return enough and all(n in finished for n in outcomes)
+
+    try:
+        wait_until(look, timeout=timeout, interval=interval, what="HAMi's allocation of the workload's pods")
+        return [PodResult(n, finished[n]) for n in state["current"]]
+    except TimedOut:
+        pass
+    current, outcomes = state["current"], state["outcomes"]
+    results = []
+    for pod in current:
+        outcome = finished.get(pod) or outcomes[pod]
+        if outcome.status == NOT_BOUND:
+            outcome = Outcome(NOT_BOUND, None, hami_reasons.pending_reason(core, namespace, pod).text)
+        results.append(PodResult(pod, outcome))
+    if names is None and len(current) < count:
+        results.append(PodResult("", Outcome(NOT_BOUND, None, f"{len(current)} of {count} pods exist")))
+    return results

@@ -1,12 +1,14 @@
-"""BindRelease: a Python dynamic provider that finishes HAMi's mock allocation for a workload.
+"""BindRelease: a Python dynamic provider that waits for HAMi's allocation of a workload.
 
-For each pod of the workload it waits until HAMi has bound it, then sets bind-phase success and
-removes the node lock if (and only if) the lock names that pod (components.ops.lock_release). A pod
-still unbound at the deadline is reported with HAMi's own reason per node: as outputs, and, with
-`fail_on_pending`, as the error that stops the update. The kubeconfig is a secret input, echoed
-in the outputs so update/delete can use it; no client is kept on the provider object (its
-__dict__ is pickled into the state). This module is imported by the provider process: importing
-it creates no resources and does no I/O.
+For each pod of the workload it waits until HAMi has bound it and the allocation is finished
+(bind-phase success: the tenant's release controller on fake cards, the device plugin on real
+ones); it writes nothing itself, so the controller stays the one writer of HAMi's lock and bind
+phase. A pod still unbound at the deadline is reported with HAMi's own reason per node: as
+outputs, and, with `fail_on_pending`, as the error that stops the update. A pod HAMi marked
+failed, one bound but never released, or one placed without HAMi always fails the update.
+The kubeconfig is a secret input, echoed in the outputs so update/delete can use it; no client
+is kept on the provider object (its __dict__ is pickled into the state). This module is
+imported by the provider process: importing it creates no resources and does no I/O.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ class PendingPodsError(Exception):
 
 def _run(props: dict[str, Any]) -> dict[str, Any]:
     core = core_api(props["kubeconfig"])
-    results = lock_release.wait_and_release_pods(
+    results = lock_release.wait_for_pods(
         core,
         props["namespace"],
         timeout=float(props["timeout_seconds"]),
@@ -44,6 +46,10 @@ def _run(props: dict[str, Any]) -> dict[str, Any]:
     if failed:
         lines = "; ".join(f"{props['namespace']}/{p['name']} on {p['node']}: {p['reason']}" for p in failed)
         raise PendingPodsError(f"{len(failed)} pod(s) whose GPU allocation HAMi marked failed: {lines}")
+    broken = [p for p in pods if p["status"] in (lock_release.ALLOCATING, lock_release.NO_HAMI)]
+    if broken:
+        lines = "; ".join(f"{props['namespace']}/{p['name']}: {p['reason']}" for p in broken)
+        raise PendingPodsError(f"{len(broken)} pod(s) bound but not released by HAMi's allocation: {lines}")
     pending = [p for p in pods if p["status"] == lock_release.NOT_BOUND]
     if pending and props.get("fail_on_pending", True):
         lines = "; ".join(f"{props['namespace']}/{p['name'] or '?'}: {p['reason']}" for p in pending)
@@ -76,7 +82,7 @@ class BindReleaseProvider(ResourceProvider):
 
 
 class BindRelease(Resource, module="gpu-tenancy", name="BindRelease"):
-    """Releases HAMi's node lock for each pod of one workload once HAMi has bound it."""
+    """Waits until HAMi has bound and finished allocating each pod of one workload."""
 
     pods: pulumi.Output[list[dict[str, Any]]]
     pending: pulumi.Output[int]

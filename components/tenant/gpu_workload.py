@@ -1,4 +1,4 @@
-"""GpuWorkload: a Pod or Deployment asking HAMi for GPU slices, plus its BindRelease."""
+"""GpuWorkload: a Pod or Deployment asking HAMi for GPU slices, plus the BindRelease that awaits it."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ class GpuWorkloadArgs:
 
 
 class GpuWorkload(pulumi.ComponentResource):
-    """Creates the workload in the tenant and releases HAMi's lock for each of its pods."""
+    """Creates the workload in the tenant; `up` waits until HAMi has allocated each of its pods."""
 
     release: BindRelease
 

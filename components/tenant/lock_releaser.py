@@ -1,11 +1,13 @@
 """LockReleaser: the tenant's release controller, running with the lab.
 
-A container on the lab's Docker network (from ReleaserImage), restarted by Docker if it dies,
+A container on the lab's Docker network (from ReleaserImage), restarted by Docker if it dies
+(the controller exits once it has been unhealthy for a while, so a stuck one is restarted too),
 removed on destroy. It authenticates as its own ServiceAccount, limited to what the controller
-does (release_controller.RBAC_RULES); that token's kubeconfig reaches the container only as an
-uploaded file, from a Pulumi secret: never on a command line, an environment variable or the
-host's disk. Logs: `docker logs <lab>-<tenant>-releaser`; metrics and health on port 9400 of
-the container's address (the `releaser` stack output).
+does (release_controller.RBAC_RULES), and two admission policies narrow its writes to removing
+HAMi's node lock and setting bind-phase success (release_policy); that token's kubeconfig
+reaches the container only as an uploaded file, from a Pulumi secret: never on a command line,
+an environment variable or the host's disk. Logs: `docker logs <lab>-<tenant>-releaser`;
+metrics and health on port 9400 of the container's address (the `releaser` stack output).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
 from components.config.names import TENANT_LABEL, releaser_name
+from components.ops import release_policy
 from components.ops.release_controller import DEFAULT_PORT, RBAC_RULES
-from components.tenant.service_account import scoped_kubeconfig
+from components.tenant.service_account import NAMESPACE, scoped_kubeconfig
 
 SERVICE_ACCOUNT = "gpu-tenancy-releaser"
 KUBECONFIG_PATH = "/run/secrets/gpu-tenancy/kubeconfig"
@@ -54,6 +57,24 @@ class LockReleaser(pulumi.ComponentResource):
             admin_kubeconfig=args.admin_kubeconfig,
             parent=self,
         )
+        on_tenant = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        self.policies = []
+        for spec in release_policy.write_policies(f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"):
+            policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+                f"{name}-{spec['metadata']['name']}",
+                metadata=spec["metadata"],
+                spec=spec["spec"],
+                opts=on_tenant,
+            )
+            bound = release_policy.binding(spec)
+            self.policies.append(
+                k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+                    f"{name}-{spec['metadata']['name']}-binding",
+                    metadata=bound["metadata"],
+                    spec=bound["spec"],
+                    opts=pulumi.ResourceOptions.merge(on_tenant, pulumi.ResourceOptions(depends_on=[policy])),
+                )
+            )
         self.container = docker.Container(
             f"{name}-container",
             name=releaser_name(args.lab_name, args.tenant),
@@ -70,8 +91,9 @@ class LockReleaser(pulumi.ComponentResource):
             # `up` waits for the image's HEALTHCHECK: the controller listed the tenant's pods.
             wait=True,
             wait_timeout=120,
-            # A fixed container name cannot exist twice: the old one goes first.
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+            # A fixed container name cannot exist twice: the old one goes first. Its writes are
+            # narrowed before it starts.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=self.policies),
         )
         self.metrics_url = self.container.network_datas.apply(
             lambda nets: f"http://{nets[0].ip_address}:{DEFAULT_PORT}/metrics" if nets else ""

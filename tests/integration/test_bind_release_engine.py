@@ -1,6 +1,7 @@
 """BindRelease (dynamic provider) under the real engine against the real kube-apiserver: the
-workload's pod is bound by a stand-in for HAMi's Bind (hami_stand_in), and the provider, run
-by the engine's Python dynamic-provider host, releases the lock and sets bind-phase success."""
+workload's pod is bound by a stand-in for HAMi's Bind (hami_stand_in), the release controller
+releases it (the one writer), and the provider, run by the engine's Python dynamic-provider
+host, waits for that and reports it; a pod nobody releases fails the update saying so."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from components.gpu import hami_annotations as ha
+from components.ops import release_controller as rc
+from components.ops.kube import core_api
 from tests.integration.cluster import TOKEN, add_node
 from tests.integration.hami_stand_in import SCHEDULER_SAYS, hami_bind, mark_unschedulable, wait_for_pod
 
@@ -33,6 +36,18 @@ def stack(pulumi_cli, cluster, tmp_path):
     cluster.core().delete_node(node)
 
 
+@pytest.fixture
+def controller(cluster):
+    """The tenant's release controller, as the lab runs one beside every mock-GPU tenant."""
+    c = rc.ReleaseController(core_api(cluster.kubeconfig_text), namespace="default", backoff_max=1.0)
+    thread = threading.Thread(target=c.run, daemon=True)
+    thread.start()
+    assert c.synced.wait(30)
+    yield c
+    c.stop()
+    thread.join(15)
+
+
 def set_workload(pulumi_cli, work, **fields):
     workload = {
         "name": "trainer",
@@ -45,7 +60,7 @@ def set_workload(pulumi_cli, work, **fields):
     pulumi_cli("config", "set", "workload", json.dumps(workload), cwd=work)
 
 
-def test_up_releases_the_lock_and_a_second_up_changes_nothing(pulumi_cli, cluster, stack):
+def test_up_waits_for_the_release_and_a_second_up_changes_nothing(pulumi_cli, cluster, stack, controller):
     work, node = stack
     set_workload(pulumi_cli, work)
     core = cluster.core()
@@ -64,7 +79,7 @@ def test_up_releases_the_lock_and_a_second_up_changes_nothing(pulumi_cli, cluste
     assert ha.NODE_LOCK not in (core.read_node(node).metadata.annotations or {})
     assert pod.metadata.labels["gpu-tenancy/tenant"] == "team-a"
     outputs = json.loads(pulumi_cli("stack", "output", "--json", cwd=work).stdout)
-    assert outputs["pods"] == [{"name": "trainer", "node": node, "status": "released", "reason": ""}]
+    assert outputs["pods"] == [{"name": "trainer", "node": node, "status": "bound", "reason": ""}]
     state = pulumi_cli("stack", "export", cwd=work).stdout
     assert TOKEN not in state, "the kubeconfig's token is in the state in clear text"
 
@@ -135,3 +150,25 @@ def test_allocation_marked_failed_fails_the_up_with_the_node(pulumi_cli, cluster
     out = up.stdout + up.stderr
     assert up.returncode != 0
     assert f"1 pod(s) whose GPU allocation HAMi marked failed: default/broken on {node}" in out
+
+
+def test_a_pod_nobody_releases_fails_the_up_and_bindrelease_writes_nothing(pulumi_cli, cluster, stack):
+    """No release controller runs: BindRelease does not release the pod itself (one writer)."""
+    work, node = stack
+    set_workload(pulumi_cli, work, name="orphan", waitSeconds=5)
+    core = cluster.core()
+
+    def hami():
+        wait_for_pod(core, "default", "orphan")
+        hami_bind(core, "default", "orphan", node)
+
+    t = threading.Thread(target=hami)
+    t.start()
+    up = pulumi_cli("up", "--yes", "--skip-preview", cwd=work, check=False)
+    t.join()
+    out = up.stdout + up.stderr
+    assert up.returncode != 0
+    assert "1 pod(s) bound but not released by HAMi's allocation: default/orphan" in out
+    assert "release controller" in out
+    assert core.read_namespaced_pod("orphan", "default").metadata.annotations[ha.BIND_PHASE] == ha.PHASE_ALLOCATING
+    assert ha.NODE_LOCK in (core.read_node(node).metadata.annotations or {})

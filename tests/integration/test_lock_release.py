@@ -176,9 +176,36 @@ def test_unbound_pod_times_out_with_the_scheduler_reason(cluster):
         name,
         SCHEDULER_SAYS.format("CardInsufficientCore"),
     )
-    (result,) = lr.wait_and_release_pods(core, "default", timeout=1.0, names=[name], interval=0.2)
+    (result,) = lr.wait_for_pods(core, "default", timeout=1.0, names=[name], interval=0.2)
     assert result.name == name and result.outcome.status == lr.NOT_BOUND
     assert "CardInsufficientCore" in result.outcome.detail
+
+
+def test_the_wait_only_reads_and_says_who_did_not_finish(cluster, node):
+    """BindRelease's wait writes nothing (the controller is the one writer): a bound pod left
+    allocating is reported as such; one placed without HAMi is reported as escaping it."""
+    core = cluster.core()
+    stuck = bound_pod(core, node)
+    held = lock_for(stuck)
+    lock(core, node, held)
+    before = core.read_namespaced_pod(stuck, "default").metadata.resource_version
+    (result,) = lr.wait_for_pods(core, "default", timeout=1.0, names=[stuck], interval=0.2)
+    assert result.outcome.status == lr.ALLOCATING and "release controller" in result.outcome.detail
+    assert core.read_namespaced_pod(stuck, "default").metadata.resource_version == before
+    assert node_lock(core, node) == held
+    plain = f"plain-{uuid.uuid4().hex[:6]}"
+    core.create_namespaced_pod(
+        "default",
+        client.V1Pod(
+            metadata=client.V1ObjectMeta(name=plain),
+            spec=client.V1PodSpec(node_name=node, containers=[client.V1Container(name="c", image="busybox")]),
+        ),
+    )
+    (result,) = lr.wait_for_pods(core, "default", timeout=0.5, names=[plain], interval=0.2)
+    assert result.outcome.status == lr.NO_HAMI and "without HAMi" in result.outcome.detail
+    done = bound_pod(core, node, phase=ha.PHASE_SUCCESS)
+    (result,) = lr.wait_for_pods(core, "default", timeout=5, names=[done], interval=0.2)
+    assert result.outcome == lr.Outcome(lr.BOUND, node)
 
 
 def test_release_command_one_pass_touches_only_allocating_pods(cluster, node, tmp_path):

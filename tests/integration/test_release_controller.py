@@ -54,6 +54,14 @@ def running(core, namespace: str, **kwargs) -> Iterator[rc.ReleaseController]:
         assert not thread.is_alive(), "the controller did not stop"
 
 
+def eventually(check, timeout: float = 10) -> None:
+    """Workers handle pods after the watch sees them: wait for what they do."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "not within the timeout"
+        time.sleep(0.05)
+
+
 def sample(controller: rc.ReleaseController, name: str, **labels) -> float:
     return controller.metrics.registry.get_sample_value(name, labels or None) or 0.0
 
@@ -213,7 +221,7 @@ def test_pod_on_a_vanished_node_is_reported_not_retried(cluster, ns):
     hami_bind(core, ns, "orphan", gone)
     core.delete_node(gone)
     with running(core_api(cluster.kubeconfig_text), ns) as c:
-        assert sample(c, "gpu_tenancy_releases_total", outcome=lr.NODE_GONE) == 1
+        eventually(lambda: sample(c, "gpu_tenancy_releases_total", outcome=lr.NODE_GONE) == 1)
         core.delete_namespaced_pod("orphan", ns, grace_period_seconds=0)
         time.sleep(0.5)
         assert c.healthy()
@@ -322,3 +330,137 @@ def test_command_with_least_privilege_releases_a_pod_made_with_the_plain_client(
         if proc.poll() is None:
             proc.kill()
         log.close()
+
+
+def poison_pod(core, ns: str, name: str, node: str) -> None:
+    """A pod that carries only HAMi-looking annotations (no GPU, no budget needed)."""
+    core.create_namespaced_pod(
+        ns,
+        client.V1Pod(
+            metadata=client.V1ObjectMeta(
+                name=name, annotations={ha.BIND_PHASE: ha.PHASE_ALLOCATING, ha.VGPU_NODE: node}
+            ),
+            spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")]),
+        ),
+    )
+
+
+def release_seconds(core, ns: str, pods: list[str], node: str) -> list[float]:
+    """Bind each pod as HAMi's Bind does, one after another; seconds from each bind to its release."""
+    out = []
+    for pod in pods:
+        new_pod(core, ns, pod)
+        bound = hami_bind(core, ns, pod, node)
+        out.append(wait_released(core, ns, pod, node, timeout=30) - bound)
+    return out
+
+
+@pytest.mark.parametrize("node_name", ["a%b", "gpu-0/status", "a" * 254, "Upper"])
+def test_a_poison_pod_never_stops_releases_for_the_others(cluster, ns, node, node_name, caplog):
+    core = cluster.core()
+    with caplog.at_level(logging.INFO, logger="gpu-tenancy.release-controller"):
+        with running(core_api(cluster.kubeconfig_text), ns) as c:
+            poison_pod(core, ns, "poison", node_name)
+            # the watch shows it again whenever it changes: still said once
+            for i in range(3):
+                core.patch_namespaced_pod("poison", ns, {"metadata": {"labels": {"touch": str(i)}}})
+            delays = release_seconds(core, ns, ["p0", "p1", "p2"], node)
+            assert max(delays) < 1.0, f"releases after a poison pod took {delays}"
+            assert sample(c, "gpu_tenancy_pods_not_handled_total", reason="invalid-node-name") == 1
+            assert c.healthy()
+    assert caplog.text.count(f"{ns}/poison: not ours") == 1
+    assert "watch failed" not in caplog.text
+
+
+def refuse_writes(cluster, ns: str, pod: str, reason: str) -> str:
+    """An admission policy refusing bind-phase success on one pod, with `reason` (Forbidden = 403,
+    Invalid = 422); returns its name once the API server enforces it."""
+    api = client.AdmissionregistrationV1Api(cluster.api_client())
+    name = f"refuse-{ns}-{reason.lower()}"
+    api.create_validating_admission_policy(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods"]}
+                    ]
+                },
+                "matchConditions": [
+                    {"name": "one-pod", "expression": f"object.metadata.name == '{pod}'"},
+                    {"name": "in-ns", "expression": f"object.metadata.namespace == '{ns}'"},
+                ],
+                "validations": [
+                    {
+                        "expression": f"object.metadata.?annotations[?'{ha.BIND_PHASE}'].orValue('') != 'success'",
+                        "message": "this pod may not be released",
+                        "reason": reason,
+                    }
+                ],
+            },
+        }
+    )
+    api.create_validating_admission_policy_binding(
+        {"metadata": {"name": name}, "spec": {"policyName": name, "validationActions": ["Deny"]}}
+    )
+    core = cluster.core()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the policy takes a moment to be enforced
+        try:
+            core.patch_namespaced_pod(pod, ns, {"metadata": {"annotations": {ha.BIND_PHASE: "success"}}}, dry_run="All")
+        except client.ApiException as exc:
+            if exc.status in (403, 422):
+                return name
+            if exc.status != 404:
+                raise
+            new_pod(core, ns, pod)
+        time.sleep(0.2)
+    raise AssertionError("the refusing policy was never enforced")
+
+
+def drop_policy(cluster, name: str) -> None:
+    api = client.AdmissionregistrationV1Api(cluster.api_client())
+    api.delete_validating_admission_policy_binding(name)
+    api.delete_validating_admission_policy(name)
+
+
+@pytest.mark.parametrize("reason, status", [("Forbidden", 403), ("Invalid", 422)])
+def test_a_refused_pod_is_retried_alone_and_makes_healthz_fail_until_it_is_released(
+    cluster, ns, node, reason, status, caplog
+):
+    core = cluster.core()
+    other = f"rc-other-{uuid.uuid4().hex[:6]}"
+    add_node(cluster, other)
+    policy = refuse_writes(cluster, ns, "refused", reason)
+    server = None
+    try:
+        with caplog.at_level(logging.INFO, logger="gpu-tenancy.release-controller"):
+            with running(core_api(cluster.kubeconfig_text), ns, stuck_seconds=2.0, pod_backoff_max=0.5) as c:
+                port = free_port()
+                server = rc.serve_http(c, "127.0.0.1", port)
+                hami_bind(core, ns, "refused", other)
+                delays = release_seconds(core, ns, ["q0", "q1", "q2"], node)
+                assert max(delays) < 1.0, f"releases beside a refused pod took {delays}"
+                assert phase(core, ns, "refused") == ha.PHASE_ALLOCATING
+                assert sample(c, "gpu_tenancy_pods_not_handled_total", reason=f"refused-{status}") == 1
+                deadline = time.monotonic() + 15
+                while time.monotonic() < deadline and _status(port, "/healthz") == 200:
+                    time.sleep(0.2)
+                assert _status(port, "/healthz") == 503
+                assert f"{ns}/refused" in c.health()[1]
+                assert sample(c, "gpu_tenancy_pod_retries_total") >= 2, "not retried"
+                drop_policy(cluster, policy)
+                policy = ""
+                wait_released(core, ns, "refused", other, timeout=30)
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline and _status(port, "/healthz") != 200:
+                    time.sleep(0.2)
+                assert _status(port, "/healthz") == 200
+        assert caplog.text.count(f"{ns}/refused: not released") == 1
+    finally:
+        if server:
+            server.shutdown()
+        if policy:
+            drop_policy(cluster, policy)
+        core.delete_node(other)

@@ -1,0 +1,99 @@
+"""What the release controller's identity may write, narrowed below what RBAC can say.
+
+RBAC can only grant "patch any pod and any node". The controller needs far less: remove HAMi's
+node lock, and set `hami.io/bind-phase: success` (HAMi's device plugin, on its success path,
+also rewrites `hami.io/vgpu-devices-to-allocate`). Two ValidatingAdmissionPolicies, bound to
+that one ServiceAccount by a match condition, refuse every other change it could make to a
+node or a pod: labels, taints and the rest of the spec, finalizers, owners, any other
+annotation. A stolen controller token can then neither cordon a node nor relabel a pod.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.gpu import hami_annotations as ha
+
+NODES_POLICY = "gpu-tenancy-releaser-nodes"
+PODS_POLICY = "gpu-tenancy-releaser-pods"
+
+_OLD = "oldObject.metadata.?annotations.orValue({})"
+_NEW = "object.metadata.?annotations.orValue({})"
+_SAME = [
+    ("object.spec == oldObject.spec", "its spec (taints, unschedulable, containers, ...)"),
+    ("object.metadata.?labels.orValue({}) == oldObject.metadata.?labels.orValue({})", "its labels"),
+    ("object.metadata.?finalizers.orValue([]) == oldObject.metadata.?finalizers.orValue([])", "its finalizers"),
+    (
+        "object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferences.orValue([])",
+        "its owners",
+    ),
+]
+POD_WRITABLE = (ha.BIND_PHASE, ha.DEVICES_TO_ALLOCATE)
+
+
+def _cel_list(values: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"'{v}'" for v in values) + "]"
+
+
+def _policy(name: str, resource: str, kind: str, rules: list[tuple[str, str]], user: str) -> dict[str, Any]:
+    who = f"the release controller ({user})"
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": [resource]}
+                ]
+            },
+            "matchConditions": [{"name": "release-controller", "expression": f"request.userInfo.username == '{user}'"}],
+            "variables": [{"name": "old", "expression": _OLD}, {"name": "new", "expression": _NEW}],
+            "validations": [
+                *({"expression": e, "message": f"{who} may not change a {kind}'s {what}"} for e, what in _SAME),
+                *({"expression": e, "message": f"{who} {what}"} for e, what in rules),
+            ],
+        },
+    }
+
+
+def write_policies(user: str) -> list[dict[str, Any]]:
+    """The two policies for the ServiceAccount `user` (system:serviceaccount:<ns>:<name>)."""
+    node_rules = [
+        (
+            "variables.new.all(k, k in variables.old && variables.new[k] == variables.old[k]) && "
+            f"variables.old.all(k, k == '{ha.NODE_LOCK}' || k in variables.new)",
+            f"may only remove {ha.NODE_LOCK} from a node's annotations",
+        )
+    ]
+    writable = _cel_list(POD_WRITABLE)
+    pod_rules = [
+        (
+            "variables.new.all(k, k in variables.old ? "
+            f"(variables.new[k] == variables.old[k] || k in {writable}) : k == '{ha.BIND_PHASE}') && "
+            "variables.old.all(k, k in variables.new)",
+            f"may only set {' and '.join(POD_WRITABLE)} among a pod's annotations",
+        ),
+        (
+            f"!('{ha.BIND_PHASE}' in variables.new) || variables.new['{ha.BIND_PHASE}'] == '{ha.PHASE_SUCCESS}' || "
+            f"('{ha.BIND_PHASE}' in variables.old && variables.old['{ha.BIND_PHASE}'] == "
+            f"variables.new['{ha.BIND_PHASE}'])",
+            f"may only set {ha.BIND_PHASE} to {ha.PHASE_SUCCESS}",
+        ),
+    ]
+    return [
+        _policy(NODES_POLICY, "nodes", "node", node_rules, user),
+        _policy(PODS_POLICY, "pods", "pod", pod_rules, user),
+    ]
+
+
+def binding(policy: dict[str, Any]) -> dict[str, Any]:
+    """The binding that makes a policy refuse (every namespace: nodes have none)."""
+    name = policy["metadata"]["name"]
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
+    }

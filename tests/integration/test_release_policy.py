@@ -1,0 +1,161 @@
+"""The release controller's writes, narrowed by its admission policies (components/ops/
+release_policy.py) on a real kube-apiserver: as its own ServiceAccount, with its RBAC rules, it
+may remove HAMi's node lock and set bind-phase success, and the controller releases a pod that
+way; every other change to a node or a pod is refused with a message naming the rule. Other
+users (HAMi, the admin) are not affected."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+from kubernetes import client
+
+from components.gpu import hami_annotations as ha
+from components.ops import release_controller as rc
+from components.ops import release_policy
+from components.ops.kube import cluster_ca, core_api, token_kubeconfig
+from tests.integration.cluster import add_node
+from tests.integration.hami_stand_in import hami_bind, new_pod, wait_released
+
+pytestmark = pytest.mark.integration
+ACCOUNT, NAMESPACE = "gpu-tenancy-releaser", "kube-system"
+USER = f"system:serviceaccount:{NAMESPACE}:{ACCOUNT}"
+
+
+@pytest.fixture(scope="module")
+def releaser(cluster):
+    """A CoreV1Api as the controller's ServiceAccount, its RBAC and write policies in place."""
+    core = cluster.core()
+    rbac = client.RbacAuthorizationV1Api(cluster.api_client())
+    admission = client.AdmissionregistrationV1Api(cluster.api_client())
+    core.create_namespaced_service_account(NAMESPACE, {"metadata": {"name": ACCOUNT}})
+    rbac.create_cluster_role({"metadata": {"name": ACCOUNT}, "rules": [dict(r) for r in rc.RBAC_RULES]})
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": ACCOUNT},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ACCOUNT},
+            "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": NAMESPACE}],
+        }
+    )
+    policies = release_policy.write_policies(USER)
+    for policy in policies:
+        admission.create_validating_admission_policy(policy)
+        admission.create_validating_admission_policy_binding(release_policy.binding(policy))
+    token = core.create_namespaced_service_account_token(
+        ACCOUNT, NAMESPACE, {"spec": {"expirationSeconds": 3600}}
+    ).status.token
+    kubeconfig = token_kubeconfig(f"https://127.0.0.1:{cluster.port}", cluster_ca(cluster.kubeconfig_text), token)
+    as_releaser = core_api(kubeconfig)
+    # the policies take a moment to be enforced: wait until a label change is refused
+    probe = f"probe-{uuid.uuid4().hex[:6]}"
+    add_node(cluster, probe)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            as_releaser.patch_node(probe, {"metadata": {"labels": {"x": "y"}}}, dry_run="All")
+        except client.ApiException as exc:
+            if exc.status == 422:
+                break
+            raise
+        assert time.monotonic() < deadline, "the write policies were never enforced"
+        time.sleep(0.2)
+    core.delete_node(probe)
+    yield as_releaser
+    for policy in policies:
+        name = policy["metadata"]["name"]
+        admission.delete_validating_admission_policy_binding(name)
+        admission.delete_validating_admission_policy(name)
+
+
+def refused(call, *args) -> str:
+    with pytest.raises(client.ApiException) as info:
+        call(*args)
+    assert info.value.status == 422, info.value.body
+    return info.value.body
+
+
+def lock_value(pod: str, ns: str = "default") -> str:
+    return ha.encode_node_lock(ha.NodeLock(datetime.now(UTC), ns, pod))
+
+
+NODE_CHANGES = {
+    "a label": ({"metadata": {"labels": {"gpu-tenancy/mock-gpu": "false"}}}, "its labels"),
+    "a taint": ({"spec": {"taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]}}, "its spec"),
+    "unschedulable": ({"spec": {"unschedulable": True}}, "its spec"),
+    "another annotation": ({"metadata": {"annotations": {"other": "x"}}}, "may only remove"),
+    "HAMi's register annotation": ({"metadata": {"annotations": {ha.NODE_REGISTER: None}}}, "may only remove"),
+    "a new lock": ({"metadata": {"annotations": {ha.NODE_LOCK: "2026-01-01T00:00:00Z,x,y"}}}, "may only remove"),
+    "a finalizer": ({"metadata": {"finalizers": ["example.com/hold"]}}, "its finalizers"),
+}
+
+
+@pytest.mark.parametrize("change", NODE_CHANGES)
+def test_any_other_node_change_is_refused(cluster, releaser, node, change):
+    core = cluster.core()
+    core.patch_node(node, {"metadata": {"annotations": {ha.NODE_REGISTER: "[]", ha.NODE_LOCK: lock_value("p")}}})
+    patch, rule = NODE_CHANGES[change]
+    body = refused(releaser.patch_node, node, patch)
+    assert rule in body and "the release controller" in body
+    core.patch_node(node, {"metadata": {"labels": {"admin": "may"}}})  # the admin is not narrowed
+
+
+POD_CHANGES = {
+    "a label": ({"metadata": {"labels": {"x": "y"}}}, "its labels"),
+    "another annotation": ({"metadata": {"annotations": {"other": "x"}}}, "may only set"),
+    "HAMi's node annotation": ({"metadata": {"annotations": {ha.VGPU_NODE: "elsewhere"}}}, "may only set"),
+    "HAMi's allocated devices": ({"metadata": {"annotations": {ha.DEVICES_ALLOCATED: None}}}, "may only set"),
+    "bind-phase failed": ({"metadata": {"annotations": {ha.BIND_PHASE: ha.PHASE_FAILED}}}, "to success"),
+    "its image": ({"spec": {"containers": [{"name": "c", "image": "evil"}]}}, "its spec"),
+    "a finalizer": ({"metadata": {"finalizers": ["example.com/hold"]}}, "its finalizers"),
+}
+
+
+@pytest.mark.parametrize("change", POD_CHANGES)
+def test_any_other_pod_change_is_refused(cluster, releaser, change):
+    core = cluster.core()
+    name = f"pol-{uuid.uuid4().hex[:6]}"
+    new_pod(core, "default", name)
+    notes = {ha.BIND_PHASE: ha.PHASE_ALLOCATING, ha.DEVICES_ALLOCATED: "GPU-0,NVIDIA,8000,10:;"}
+    core.patch_namespaced_pod(name, "default", {"metadata": {"annotations": notes}})
+    patch, rule = POD_CHANGES[change]
+    body = refused(releaser.patch_namespaced_pod, name, "default", patch)
+    assert rule in body
+    core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+
+
+def test_what_the_release_needs_is_allowed(cluster, releaser, node):
+    core = cluster.core()
+    name = f"pol-{uuid.uuid4().hex[:6]}"
+    new_pod(core, "default", name)
+    # HAMi's Filter writes the devices to allocate; its device plugin erases them container by container
+    core.patch_namespaced_pod(
+        name, "default", {"metadata": {"annotations": {ha.DEVICES_TO_ALLOCATE: "GPU-0,NVIDIA,8000,10:;"}}}
+    )
+    hami_bind(core, "default", name, node)
+    releaser.patch_node(node, {"metadata": {"annotations": {ha.NODE_LOCK: None}}})
+    notes = {ha.BIND_PHASE: ha.PHASE_SUCCESS, ha.DEVICES_TO_ALLOCATE: ";"}
+    releaser.patch_namespaced_pod(name, "default", {"metadata": {"annotations": notes}})
+    assert core.read_namespaced_pod(name, "default").metadata.annotations[ha.BIND_PHASE] == ha.PHASE_SUCCESS
+
+
+def test_the_controller_releases_through_the_policies(cluster, releaser, node):
+    core = cluster.core()
+    controller = rc.ReleaseController(releaser, namespace="default", backoff_max=1.0)
+    thread = threading.Thread(target=controller.run, daemon=True)
+    thread.start()
+    try:
+        assert controller.synced.wait(30)
+        for i in range(3):
+            name = f"pol-rel-{i}-{uuid.uuid4().hex[:4]}"
+            new_pod(core, "default", name)
+            hami_bind(core, "default", name, node)
+            wait_released(core, "default", name, node, timeout=15)
+        value = controller.metrics.registry.get_sample_value
+        assert not value("gpu_tenancy_pods_not_handled_total", {"reason": "refused-422"})
+    finally:
+        controller.stop()
+        thread.join(15)

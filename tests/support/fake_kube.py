@@ -1,0 +1,174 @@
+"""A small in-memory stand-in for the CoreV1Api calls the ops code makes, for fast unit tests
+of its decisions (release, watch loop, guards). Objects are plain JSON, as `get_json` gives
+them; patches are JSON merge patches with the API server's resourceVersion precondition
+(409 on a stale one); any call can be made to fail with `fail(verb, name, status)`.
+The real API server stays the judge in the integration tier."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes.client import ApiException
+
+
+class _Response:
+    def __init__(self, obj: Any):
+        self.data = json.dumps(obj).encode()
+
+
+def merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """RFC 7386 JSON merge patch."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+    return target
+
+
+@dataclass
+class FakeCore:
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    _failures: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+    _rv: int = 1
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    on_patch: Callable[[str, str], None] | None = None
+
+    # -- test set-up --------------------------------------------------------------------
+    def _next_rv(self) -> str:
+        self._rv += 1
+        return str(self._rv)
+
+    def add_node(self, name: str, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None):
+        self.nodes[name] = {
+            "metadata": {
+                "name": name,
+                "labels": dict(labels or {}),
+                "annotations": dict(annotations or {}),
+                "resourceVersion": self._next_rv(),
+            },
+            "spec": {},
+        }
+
+    def add_pod(
+        self,
+        namespace: str,
+        name: str,
+        annotations: dict[str, str] | None = None,
+        node: str | None = None,
+        scheduler: str | None = None,
+        conditions: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        pod = {
+            "metadata": {
+                "namespace": namespace,
+                "name": name,
+                "uid": f"uid-{namespace}-{name}",
+                "annotations": dict(annotations or {}),
+                "resourceVersion": self._next_rv(),
+            },
+            "spec": {"containers": [{"name": "c"}]},
+            "status": {"conditions": list(conditions or [])},
+        }
+        if node:
+            pod["spec"]["nodeName"] = node
+        if scheduler:
+            pod["spec"]["schedulerName"] = scheduler
+        self.pods[(namespace, name)] = pod
+        return copy.deepcopy(pod)
+
+    def fail(self, verb: str, name: str, status: int, times: int = -1) -> None:
+        """Make `verb` on `name` answer HTTP `status` (`times` times; -1 for ever)."""
+        self._failures[(verb, name)] = (status, times)
+
+    def heal(self, verb: str, name: str) -> None:
+        self._failures.pop((verb, name), None)
+
+    # -- the API ------------------------------------------------------------------------
+    def _call(self, verb: str, name: str) -> None:
+        with self._lock:
+            self.calls.append((verb, name))
+            status, times = self._failures.get((verb, name), (0, 0))
+            if not status:
+                return
+            if times > 0:
+                self._failures[(verb, name)] = (status, times - 1) if times > 1 else (0, 0)
+        raise ApiException(status=status, reason=f"injected {status}")
+
+    def _patch(self, obj: dict[str, Any] | None, patch: dict[str, Any]) -> None:
+        if obj is None:
+            raise ApiException(status=404, reason="Not Found")
+        want = (patch.get("metadata") or {}).get("resourceVersion")
+        if want is not None and want != obj["metadata"]["resourceVersion"]:
+            raise ApiException(status=409, reason="Conflict")
+        patch = copy.deepcopy(patch)
+        patch.get("metadata", {}).pop("resourceVersion", None)
+        merge(obj, patch)
+        obj["metadata"]["resourceVersion"] = self._next_rv()
+
+    def read_node(self, name: str, **_kw: Any) -> _Response:
+        self._call("read_node", name)
+        if name not in self.nodes:
+            raise ApiException(status=404, reason="Not Found")
+        return _Response(self.nodes[name])
+
+    def patch_node(self, name: str, body: dict[str, Any], **_kw: Any) -> _Response:
+        self._call("patch_node", name)
+        with self._lock:
+            self._patch(self.nodes.get(name), body)
+        if self.on_patch:
+            self.on_patch("node", name)
+        return _Response(self.nodes[name])
+
+    def list_node(self, **_kw: Any) -> _Response:
+        self._call("list_node", "")
+        return _Response({"items": list(self.nodes.values()), "metadata": {"resourceVersion": str(self._rv)}})
+
+    def read_namespaced_pod(self, name: str, namespace: str, **_kw: Any) -> _Response:
+        self._call("read_namespaced_pod", f"{namespace}/{name}")
+        if (namespace, name) not in self.pods:
+            raise ApiException(status=404, reason="Not Found")
+        return _Response(self.pods[(namespace, name)])
+
+    def patch_namespaced_pod(self, name: str, namespace: str, body: dict[str, Any], **_kw: Any) -> _Response:
+        self._call("patch_namespaced_pod", f"{namespace}/{name}")
+        with self._lock:
+            self._patch(self.pods.get((namespace, name)), body)
+        if self.on_patch:
+            self.on_patch("pod", f"{namespace}/{name}")
+        return _Response(self.pods[(namespace, name)])
+
+    def list_pod_for_all_namespaces(self, **_kw: Any) -> _Response:
+        self._call("list_pod_for_all_namespaces", "")
+        return _Response({"items": list(self.pods.values()), "metadata": {"resourceVersion": str(self._rv)}})
+
+    def list_namespaced_pod(self, namespace: str, label_selector: str | None = None, **_kw: Any) -> _Response:
+        self._call("list_namespaced_pod", namespace)
+        items = [p for (ns, _), p in self.pods.items() if ns == namespace]
+        if label_selector:
+            key, _, value = label_selector.partition("=")
+            items = [p for p in items if (p["metadata"].get("labels") or {}).get(key) == value]
+        return _Response({"items": items, "metadata": {"resourceVersion": str(self._rv)}})
+
+    def list_namespaced_event(self, namespace: str, field_selector: str = "", **_kw: Any) -> _Response:
+        self._call("list_namespaced_event", namespace)
+        fields = dict(part.split("=", 1) for part in field_selector.split(",") if part)
+        items = [
+            e
+            for e in self.events
+            if all((e.get("involvedObject") or {}).get(k.split(".", 1)[1]) == v for k, v in fields.items())
+        ]
+        return _Response({"items": items})
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any]:
+        return copy.deepcopy(self.pods[(namespace, name)])
