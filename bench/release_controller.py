@@ -14,30 +14,26 @@ Usage: bash tools/build.sh && [HAMI_SCHEDULER=...] .venv/bin/python bench/releas
 
 from __future__ import annotations
 
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import psutil  # noqa: E402
 from kubernetes import client, watch  # noqa: E402
 
-from components.config.model import GpuFleet  # noqa: E402
+from components.config.model import GpuFleet, HamiConfig  # noqa: E402
 from components.gpu import hami_annotations as ha  # noqa: E402
-from tests.integration.cluster import TestCluster, free_port, start_cluster  # noqa: E402
+from tests.integration.cluster import start_cluster  # noqa: E402
 from tests.integration.conftest import tools_env  # noqa: E402
 from tests.integration.hami_stand_in import hami_bind  # noqa: E402
 from tests.integration.real_hami import RealHami, add_gpu_node, binary  # noqa: E402
+from tests.support.release_process import controller_process  # noqa: E402
 
 LOCK_EXPIRY_S = 300.0
 A100 = GpuFleet.model_validate({"model": "A100-80GB", "cardsPerNode": 1})
@@ -56,26 +52,6 @@ def pod(name: str, mem: int, cores: int) -> client.V1Pod:
             ],
         ),
     )
-
-
-@contextmanager
-def controller_process(cluster: TestCluster) -> Any:
-    """The controller as the lab runs it: its own process, `python -m ...`."""
-    with tempfile.NamedTemporaryFile("w", suffix=".kubeconfig", delete=False) as f:
-        f.write(cluster.kubeconfig_text)
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "components.ops.release_controller", "--kubeconfig", f.name,
-         "--listen", f"127.0.0.1:{port}", "--log-level", "ERROR"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
-    try:
-        time.sleep(3)
-        yield psutil.Process(proc.pid)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
-        os.unlink(f.name)
 
 
 class StandInScheduler:
@@ -128,11 +104,12 @@ def burst(path: str | None, n: int, repeat: int) -> tuple[list[float], list[floa
         try:
             core = cluster.core()
             if path:
-                hami = RealHami(cluster, path, node_lock_timeout="1ms" if instant else "5m").start()
+                expiry = HamiConfig.model_validate({"nodeLockTimeout": "1ms" if instant else "5m"})
+                hami = RealHami(cluster, path, hami=expiry).start()
             cards = add_gpu_node(cluster, "bench", "bench-node", A100)
             if hami:
                 hami.wait_registered({"bench-node": cards})
-            with controller_process(cluster):
+            with controller_process(cluster.kubeconfig_text):
                 stand_in = None if hami else StandInScheduler(core, "default", "bench-node", instant)
                 for i in range(n):
                     core.create_namespaced_pod("default", pod(f"b{i}", 8000, 10))
@@ -205,7 +182,7 @@ def delays(path: str | None, p: int) -> tuple[dict[str, list[float]], dict[str, 
         ]
         for t in threads:
             t.start()
-        with controller_process(cluster) as proc:
+        with controller_process(cluster.kubeconfig_text) as (proc, _port):
             proc.cpu_percent(None)
             time.sleep(10)
             cost = {"idle_cpu_percent": proc.cpu_percent(None), "idle_rss_mb": proc.memory_info().rss / 2**20}

@@ -258,9 +258,26 @@ class ClusterConfig(_Model):
     )
 
 
+NODE_POLICIES = ("binpack", "spread")
+
+
 class HamiConfig(_Model):
+    """HAMi's scheduler as the stack runs it; the defaults were chosen by bench/hami_fleet.py."""
+
     node_lock_timeout: _string(_DURATION, "a Go duration like 30s or 5m", 32) = Field(
         "5m", description="passed as the scheduler's --node-lock-timeout, the only setting that takes effect"
+    )
+    kube_qps: _integer(1, 1000, " requests/s") = Field(
+        200, description="HAMi scheduler's API request rate, --kube-qps (HAMi's own default is 5: ~0.5 pods/s)"
+    )
+    kube_burst: _integer(1, 2000, " requests") = Field(400, description="its --kube-burst, at least kubeQps")
+    node_scheduler_policy: _choice(NODE_POLICIES) = Field(
+        "spread",
+        description="spread (least-used node first) or binpack (fill a node first: binds then queue on its lock)",
+    )
+    log_level: _integer(0, 10) = Field(
+        1,
+        description="klog -v of HAMi's extender and its kube-scheduler (the chart's 4 logs ~24 lines per node per pod)",
     )
 
 
@@ -750,6 +767,8 @@ def load_stack_config(project: str, raw: Mapping[str, object], kubeconfig_given:
                 'pulumi config set --secret kubeconfig -- "$(cat kubeconfig.yaml)"',
             )
     hami = _read(HamiConfig, raw.get("hami"), ("hami",), project, c.problems)
+    if hami is not None and hami.kube_burst < hami.kube_qps:
+        c.fail("hami.kubeBurst", f"must be at least hami.kubeQps ({hami.kube_qps}), got {hami.kube_burst}")
     role = raw.get("role")
     role = ROLE_LAB if role is None else role
     if role not in ROLES:

@@ -202,6 +202,8 @@ class ReleaseController:
         # What was said once about a pod: its Pending reason, or why it is not handled.
         self._reported: dict[Key, str] = {}
         self._told: dict[Key, str] = {}
+        # Pods whose node lock was freed at allocation: (node, HAMi's bind time) of that allocation.
+        self._freed: dict[Key, tuple[str, str | None]] = {}
         self._threads: list[threading.Thread] = []
         self._progress = time.monotonic()
         self._watch: watch.Watch | None = None
@@ -265,6 +267,7 @@ class ReleaseController:
             self._since.pop(key, None)
             self._reported.pop(key, None)
             self._told.pop(key, None)
+            self._freed.pop(key, None)
         self.queue.forget(key)
 
     # -- one pod ------------------------------------------------------------------------
@@ -313,13 +316,20 @@ class ReleaseController:
             freed = lr.free_lock_at_allocation(self.core, namespace, name, pod, self.node_label)
             self._contact()
             if freed == lr.LOCK_RELEASED:
+                with self._lock:
+                    notes = lr.annotations(pod)
+                    self._freed[key] = (notes[ha.VGPU_NODE], notes.get(ha.BIND_TIME))
                 self.metrics.early.inc()
                 log.debug("%s/%s: node lock freed at allocation, before the Binding", namespace, name)
             return None
         if _allocating(pod):
+            node = pod["spec"]["nodeName"]
             with self._lock:
                 self._since.setdefault(key, seen)
-            outcome = lr.release_pod(self.core, namespace, name, pod_obj=pod, node_label=self.node_label)
+                freed = self._freed.pop(key, None) == (node, lr.annotations(pod).get(ha.BIND_TIME))
+            outcome = lr.release_pod(
+                self.core, namespace, name, pod_obj=pod, node_label=self.node_label, freed_on=node if freed else None
+            )
             self._contact()
             with self._lock:
                 self._since.pop(key, None)

@@ -181,7 +181,7 @@ class GpuTenant(pulumi.ComponentResource):
                 provider=provider,
                 kubeconfig=admin,
                 kubernetes_version=t.kubernetes_version,
-                node_lock_timeout=args.hami.node_lock_timeout,
+                hami=args.hami,
                 real_gpus=t.real_gpus,
                 expected_devices={n: [d.id for d in node_devices(t.name, n, t.gpu)] for n in fake_nodes},
                 depends_on=[*joins, self.network, self.inventory, *self.simulated, *([self.kwok] if self.kwok else [])],

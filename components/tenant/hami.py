@@ -9,7 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import versions
-from components.config.model import POOL_DOCKER
+from components.config.model import POOL_DOCKER, HamiConfig
 from components.config.names import HAMI_NAMESPACE, POOL_MODE_LABEL
 from components.platform.helm import Chart, HelmReleaseArgs, helm_release
 from components.providers.hami_registration import HamiRegistration
@@ -20,7 +20,24 @@ HAMI_RELEASE = "hami"
 HAMI = Chart(HAMI_RELEASE, versions.HAMI_CHART, versions.HAMI_CHART_VERSION, versions.HAMI_REPO)
 
 
-def hami_values(kubernetes_version: str, node_lock_timeout: str, real_gpus: bool = False) -> dict[str, Any]:
+def extender_args(hami: HamiConfig) -> list[str]:
+    """The flags the stack adds to HAMi's scheduler extender (the real-HAMi tier runs it with them).
+
+    - `--kube-qps`/`--kube-burst`: every API call of HAMi's Filter and Bind (about ten per pod)
+      shares one client limiter, 5 requests/s by default: about half a pod per second;
+    - `-v`: at the chart's 4 HAMi logs about two dozen lines per candidate node per pod;
+    - the node-lock expiry only takes effect as --node-lock-timeout (the chart's nodeLockExpire
+      value is overwritten by that flag's default). The chart's `--debug` is read by nothing.
+    """
+    return [
+        f"--kube-qps={hami.kube_qps}",
+        f"--kube-burst={hami.kube_burst}",
+        f"-v={hami.log_level}",
+        f"--node-lock-timeout={hami.node_lock_timeout}",
+    ]
+
+
+def hami_values(kubernetes_version: str, hami: HamiConfig, real_gpus: bool = False) -> dict[str, Any]:
     """Chart values for a tenant with fake cards (or, `real_gpus`, its own machines' cards).
 
     - the real NVIDIA device plugin needs NVML and crash-loops without GPUs: off, mock plugin on;
@@ -28,9 +45,10 @@ def hami_values(kubernetes_version: str, node_lock_timeout: str, real_gpus: bool
     - the scheduler and its certificate jobs run on docker workers only: simulated nodes would
       only pretend to run them, and not-yet-joined machines cannot;
     - kube-scheduler from registry.k8s.io at the tenant's own version (the chart default is a
-      mirror registry and an empty tag derived from a cluster version it cannot see);
-    - the node-lock expiry only takes effect as the extender's --node-lock-timeout flag
-      (the chart's nodeLockExpire value is overwritten by that flag's default);
+      mirror registry and an empty tag derived from a cluster version it cannot see), at the
+      stack's log level;
+    - the extender with the stack's client rate, log level, node policy and lock expiry
+      (extender_args);
     - ClusterIP service: the chart's fixed NodePorts would collide between installs.
     """
     on_docker_workers = {POOL_MODE_LABEL: POOL_DOCKER}
@@ -40,14 +58,19 @@ def hami_values(kubernetes_version: str, node_lock_timeout: str, real_gpus: bool
         "scheduler": {
             "nodeSelector": on_docker_workers,
             "patch": {"nodeSelector": on_docker_workers},
+            "defaultSchedulerPolicy": {
+                "nodeSchedulerPolicy": hami.node_scheduler_policy,
+                "gpuSchedulerPolicy": "spread",
+            },
             "kubeScheduler": {
                 "image": {
                     "registry": versions.KUBE_SCHEDULER_REGISTRY,
                     "repository": versions.KUBE_SCHEDULER_REPOSITORY,
                     "tag": kubernetes_version,
-                }
+                },
+                "extraNewArgs": ["--config=/config/config.yaml", f"-v={hami.log_level}"],
             },
-            "extender": {"extraArgs": ["--debug", "-v=4", f"--node-lock-timeout={node_lock_timeout}"]},
+            "extender": {"extraArgs": extender_args(hami)},
             "service": {"type": "ClusterIP"},
         },
     }
@@ -65,7 +88,7 @@ class HamiArgs:
     provider: k8s.Provider
     kubeconfig: pulumi.Input[str]
     kubernetes_version: str
-    node_lock_timeout: str
+    hami: HamiConfig
     real_gpus: bool
     # Card ids per node that HAMi must register before workloads are created.
     expected_devices: dict[str, list[str]]
@@ -89,7 +112,7 @@ class Hami(pulumi.ComponentResource):
             HelmReleaseArgs(
                 HAMI,
                 HAMI_NAMESPACE,
-                hami_values(args.kubernetes_version, args.node_lock_timeout, args.real_gpus),
+                hami_values(args.kubernetes_version, args.hami, args.real_gpus),
                 args.provider,
                 depends_on=args.depends_on,
             ),

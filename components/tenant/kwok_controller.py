@@ -16,7 +16,7 @@ import pulumi_kubernetes as k8s
 
 from components.config import versions
 from components.config.names import TENANT_LABEL
-from components.ops.simulated_nodes import KWOK_PORT, KWOK_RBAC_RULES, kwok_args
+from components.ops.simulated_nodes import KWOK_PORT, KWOK_RBAC_RULES, NODE_STAGES, kwok_args
 from components.tenant.service_account import scoped_kubeconfig
 
 SERVICE_ACCOUNT = "gpu-tenancy-kwok"
@@ -55,7 +55,8 @@ class KwokController(pulumi.ComponentResource):
         secret = k8s.core.v1.Secret(
             f"{name}-kubeconfig",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=f"{args.tenant}-kwok", namespace=args.namespace, labels=labels),
-            string_data={"kubeconfig": kubeconfig},
+            # its node stages beside the kubeconfig: one volume, both read at start
+            string_data={"kubeconfig": kubeconfig, "stages.yaml": NODE_STAGES},
             opts=on_management,
         )
         probe = k8s.core.v1.ProbeArgs(
@@ -76,7 +77,7 @@ class KwokController(pulumi.ComponentResource):
                             k8s.core.v1.ContainerArgs(
                                 name="kwok",
                                 image=versions.KWOK_IMAGE,
-                                args=kwok_args(f"{MOUNT}/kubeconfig", args.pod_cidr),
+                                args=kwok_args(f"{MOUNT}/kubeconfig", args.pod_cidr, f"{MOUNT}/stages.yaml"),
                                 ports=[k8s.core.v1.ContainerPortArgs(name="http", container_port=KWOK_PORT)],
                                 readiness_probe=probe,
                                 liveness_probe=probe,

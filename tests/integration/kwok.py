@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from components.ops.kube import cluster_ca, token_kubeconfig
-from components.ops.simulated_nodes import KWOK_RBAC_RULES, kwok_args
+from components.ops.simulated_nodes import KWOK_RBAC_RULES, NODE_STAGES, kwok_args
 from tests.integration.cluster import TestCluster, free_port
 
 ACCOUNT = "gpu-tenancy-kwok"
@@ -44,8 +44,10 @@ def start_kwok(cluster: TestCluster, pod_cidr: str = "10.244.0.0/16") -> tuple[s
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(kwok_kubeconfig(cluster))
+    stages = cluster.workdir / "kwok-stages.yaml"
+    stages.write_text(NODE_STAGES)
     port = free_port()
-    args = [a for a in kwok_args(str(path), pod_cidr) if not a.startswith("--server-address")]
+    args = [a for a in kwok_args(str(path), pod_cidr, str(stages)) if not a.startswith("--server-address")]
     log = open(cluster.workdir / "kwok.log", "w")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(
         [cluster._bin("kwok"), *args, f"--server-address=127.0.0.1:{port}"],

@@ -1,9 +1,11 @@
-"""HAMi's real scheduler, run as its chart (2.8.3) runs it, against the test kube-apiserver.
+"""HAMi's real scheduler, run as its chart (2.8.3) runs it with the stack's values, against the
+test kube-apiserver (or with the chart's own defaults, for the fleet bench's comparison).
 
 Given a HAMi scheduler binary (cmd/scheduler, path in HAMI_SCHEDULER; CI cannot obtain HAMi,
 whose Go module these machines are not served), this starts:
 - HAMi's extender + webhook over HTTPS, with the chart's device config, scheduler name and
-  flags, reading the cluster from KUBECONFIG (it has no kubeconfig flag);
+  flags plus the stack's (components.tenant.hami.extender_args), reading the cluster from
+  KUBECONFIG (it has no kubeconfig flag);
 - kube-scheduler with the chart's KubeSchedulerConfiguration: profile `hami-scheduler`, HAMi as
   extender (filter and bind verbs, nodeCacheCapable, HAMi's resources ignoredByScheduler);
 - HAMi's MutatingWebhookConfiguration with the chart's rules, pointed at the extender's URL;
@@ -25,11 +27,12 @@ from pathlib import Path
 import yaml
 from kubernetes import client
 
-from components.config.model import GpuFleet
+from components.config.model import GpuFleet, HamiConfig
 from components.config.names import HAMI_NAMESPACE, MOCK_GPU_NODE_LABEL
 from components.gpu import hami_annotations as ha
 from components.gpu.inventory import gpu_capacity, node_devices
 from components.ops import hami_registration
+from components.tenant.hami import extender_args
 from tests.integration.cluster import TestCluster, add_node, free_port, routable_ip, self_signed, stop_processes
 
 ENV = "HAMI_SCHEDULER"
@@ -81,14 +84,29 @@ def add_gpu_node(cluster: TestCluster, tenant: str, name: str, fleet: GpuFleet) 
     return [d.id for d in devices]
 
 
+# What the chart (2.8.3) passes when nothing is set: HAMi's client at its 5 requests/s.
+CHART_EXTENDER_ARGS = ["--debug", "-v=4"]
+CHART_SCHEDULER_VERBOSITY = 4
+
+
 @dataclass
 class RealHami:
     cluster: TestCluster
     path: str
-    node_lock_timeout: str = "5m"
+    hami: HamiConfig = field(default_factory=lambda: HamiConfig.model_validate({}))
+    # The chart's defaults instead of the stack's values (the lock expiry stays the given one).
+    chart_defaults: bool = False
+    # More extender flags (the fleet bench's --profiling).
+    extra_flags: list[str] = field(default_factory=list)
     procs: list[subprocess.Popen] = field(default_factory=list)
     port: int = 0
     metrics_port: int = 0
+
+    @property
+    def extender_flags(self) -> list[str]:
+        if self.chart_defaults:
+            return [*CHART_EXTENDER_ARGS, f"--node-lock-timeout={self.hami.node_lock_timeout}"]
+        return extender_args(self.hami)
 
     def start(self) -> RealHami:
         w = self.cluster.workdir / f"hami-{uuid.uuid4().hex[:6]}"
@@ -107,13 +125,12 @@ class RealHami:
                 f"--key_file={key}",
                 f"--scheduler-name={ha.SCHEDULER_NAME}",
                 f"--metrics-bind-address={ip}:{self.metrics_port}",
-                "--node-scheduler-policy=binpack",
+                f"--node-scheduler-policy={'binpack' if self.chart_defaults else self.hami.node_scheduler_policy}",
                 "--gpu-scheduler-policy=spread",
                 "--force-overwrite-default-scheduler=true",
                 f"--device-config-file={w / 'device-config.yaml'}",
-                f"--node-lock-timeout={self.node_lock_timeout}",
-                "--debug",
-                "-v=4",
+                *self.extender_flags,
+                *self.extra_flags,
             ],
             env,
         )
@@ -147,7 +164,7 @@ class RealHami:
                 f"--authorization-kubeconfig={self.cluster.kubeconfig_path}",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={free_port()}",
-                "-v=2",
+                f"-v={CHART_SCHEDULER_VERBOSITY if self.chart_defaults else self.hami.log_level}",
             ],
             self.cluster.env,
         )
@@ -201,13 +218,21 @@ class RealHami:
 
     def _metrics_service(self, ip: str) -> None:
         core = self.cluster.core()
-        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=HAMI_NAMESPACE)))
+        try:
+            core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=HAMI_NAMESPACE)))
+        except client.ApiException as exc:
+            if exc.status != 409:  # a RealHami before this one made it
+                raise
         pod = "hami-scheduler-0"
         core.create_namespaced_pod(
             HAMI_NAMESPACE,
             {
                 "metadata": {"name": pod, "labels": {"hami.io/webhook": "ignore"}},
-                "spec": {"containers": [{"name": "vgpu-scheduler-extender", "image": "projecthami/hami"}]},
+                # no scheduler serves this name: the Pod only stands for the address, on no node
+                "spec": {
+                    "schedulerName": "gpu-tenancy-stand-in",
+                    "containers": [{"name": "vgpu-scheduler-extender", "image": "projecthami/hami"}],
+                },
             },
         )
         core.patch_namespaced_pod_status(pod, HAMI_NAMESPACE, {"status": {"podIP": ip, "podIPs": [{"ip": ip}]}})
@@ -248,4 +273,21 @@ class RealHami:
         return "2.10+ (hami_* names)" if "hami_gpu_memory_limit_bytes" in text else "2.8 (GPUDevice* names)"
 
     def stop(self) -> None:
+        """Stop HAMi and take its webhook and Service away, so that another RealHami can start in
+        the same cluster (a webhook left behind would stall every pod creation)."""
         stop_processes(self.procs, timeout=15)
+        admission = client.AdmissionregistrationV1Api(self.cluster.api_client())
+        core = self.cluster.core()
+        for delete in (
+            lambda: admission.delete_mutating_webhook_configuration("hami-webhook"),
+            lambda: core.delete_namespaced_service("hami-scheduler", HAMI_NAMESPACE),
+            lambda: core.delete_namespaced_endpoints("hami-scheduler", HAMI_NAMESPACE),
+            lambda: core.delete_namespaced_pod("hami-scheduler-0", HAMI_NAMESPACE, grace_period_seconds=0),
+        ):
+            try:
+                delete()
+            except client.ApiException as exc:
+                if exc.status != 404:
+                    raise
+            except Exception:  # the cluster itself may be gone already
+                return

@@ -178,3 +178,34 @@ def test_a_pod_over_the_budget_is_refused_by_hami(lab, ns):
         return
     text = wait_reason(core, ns, "one-more", "ResourceQuotaNotFit")
     print(f"one-more: {text}")
+
+
+@pytest.mark.parametrize("node_name", ["a%b", f"{NODE}/status"])
+def test_a_poison_pod_does_not_stop_releases_on_hamis_scheduler(lab, ns, node_name):
+    """A pod carrying only HAMi-looking annotations (no GPU) beside three real GPU pods on the
+    one A100: HAMi binds them one after another and the controller releases each, the second
+    and third never waiting out HAMi's 5-minute lock; the poison pod is counted once."""
+    cluster, _, controller = lab
+    core = cluster.core()
+    value = controller.metrics.registry.get_sample_value
+    before = value("gpu_tenancy_pods_not_handled_total", {"reason": "invalid-node-name"}) or 0
+    core.create_namespaced_pod(
+        ns,
+        client.V1Pod(
+            metadata=client.V1ObjectMeta(
+                name="poison", annotations={ha.BIND_PHASE: ha.PHASE_ALLOCATING, ha.VGPU_NODE: node_name}
+            ),
+            spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")]),
+        ),
+    )
+    start = time.monotonic()
+    for i in range(3):
+        gpu_pod(core, ns, f"after-poison-{i}", 20000, 30)
+    pods = [wait_bound(core, ns, f"after-poison-{i}", timeout=120) for i in range(3)]
+    took = time.monotonic() - start
+    print(f"three pods after a poison pod ({node_name!r}) bound and released in {took:.1f} s")
+    assert took < 120, "a pod waited out HAMi's node lock"
+    assert {p.spec.node_name for p in pods} == {NODE}
+    assert (value("gpu_tenancy_pods_not_handled_total", {"reason": "invalid-node-name"}) or 0) == before + 1
+    assert controller.healthy()
+    assert ha.NODE_LOCK not in (core.read_node(NODE).metadata.annotations or {})

@@ -157,7 +157,15 @@ def test_chart_values(rec):
         "repository": "kube-scheduler",
         "tag": "v1.35.1",
     }
-    assert "--node-lock-timeout=5m" in v["scheduler"]["extender"]["extraArgs"]
+    # HAMi tuned for fleets (bench/hami_fleet.py): its client rate, log level and node policy
+    assert v["scheduler"]["extender"]["extraArgs"] == [
+        "--kube-qps=200",
+        "--kube-burst=400",
+        "-v=1",
+        "--node-lock-timeout=5m",
+    ]
+    assert v["scheduler"]["kubeScheduler"]["extraNewArgs"] == ["--config=/config/config.yaml", "-v=1"]
+    assert v["scheduler"]["defaultSchedulerPolicy"] == {"nodeSchedulerPolicy": "spread", "gpuSchedulerPolicy": "spread"}
     assert v["scheduler"]["service"]["type"] == "ClusterIP"
 
 

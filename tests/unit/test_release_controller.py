@@ -155,6 +155,29 @@ def test_lock_is_freed_at_allocation_before_the_binding(core):
     assert metric(c, "gpu_tenancy_locks_freed_at_allocation_total") == 1
 
 
+def test_a_pod_freed_at_allocation_is_finished_without_reading_its_node_again(core):
+    c = controller(core)
+    early = allocating(core, "early", "gpu-0", bound=False)
+    c.observe(early)
+    c.drain()
+    reads = core.calls.count(("read_node", "gpu-0"))
+    core.pods[(NS, "early")]["spec"]["nodeName"] = "gpu-0"  # the Binding lands
+    c.observe(core.pod(NS, "early"))
+    c.drain()
+    assert core.pods[(NS, "early")]["metadata"]["annotations"][ha.BIND_PHASE] == ha.PHASE_SUCCESS
+    assert core.calls.count(("read_node", "gpu-0")) == reads
+    # another allocation of the same pod (HAMi's Bind retried: a new bind time) reads the node again
+    retried = allocating(core, "retried", "gpu-0", bound=False)
+    c.observe(retried)
+    c.drain()
+    core.pods[(NS, "retried")]["metadata"]["annotations"][ha.BIND_TIME] = "1"
+    core.pods[(NS, "retried")]["spec"]["nodeName"] = "gpu-0"
+    reads = core.calls.count(("read_node", "gpu-0"))
+    c.observe(core.pod(NS, "retried"))
+    c.drain()
+    assert core.calls.count(("read_node", "gpu-0")) == reads + 1
+
+
 def unschedulable(core: FakeCore, name: str, message: str = "0/1 nodes are available: 1 1/1 CardInsufficientCore."):
     cond = {"type": "PodScheduled", "status": "False", "message": message, "lastTransitionTime": "t1"}
     return core.add_pod(NS, name, scheduler=ha.SCHEDULER_NAME, conditions=[cond])
@@ -195,7 +218,7 @@ def test_bookkeeping_goes_with_the_pod(core):
     assert c._reported and c._told
     c.forget((NS, "waits"))
     c.forget((NS, "poison"))
-    assert not (c._pods or c._reported or c._told or c._since)
+    assert not (c._pods or c._reported or c._told or c._since or c._freed)
 
 
 def test_a_released_pod_is_forgotten_when_the_watch_shows_it_success(core):
