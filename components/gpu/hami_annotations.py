@@ -33,12 +33,15 @@ PHASE_FAILED = "failed"
 USE_GPU_TYPE = "nvidia.com/use-gputype"
 # The scheduler name HAMi's webhook gives GPU pods (chart value schedulerName).
 SCHEDULER_NAME = "hami-scheduler"
+# A pod (or namespace) label HAMi's webhook skips.
+HAMI_WEBHOOK_LABEL = ("hami.io/webhook", "ignore")
 
 # Extended resources HAMi schedules.
 RES_GPU = "nvidia.com/gpu"
 RES_GPUMEM = "nvidia.com/gpumem"
 RES_GPUMEM_PERCENTAGE = "nvidia.com/gpumem-percentage"
 RES_GPUCORES = "nvidia.com/gpucores"
+RES_PRIORITY = "nvidia.com/priority"
 
 VENDOR_NVIDIA = "NVIDIA"
 MODE_HAMI_CORE = "hami-core"

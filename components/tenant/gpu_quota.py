@@ -8,33 +8,140 @@ budget. Each share is a ResourceQuota with both spellings of the GPU resources:
   `nvidia.com/gpu` counts as a whole card there);
 - `requests.nvidia.com/*`, which the API server's quota admission enforces on what a pod
   declares (extended resources are quota'd by their requests).
-Only namespaces with a share may run GPU pods: a ValidatingAdmissionPolicy refuses GPU pods in
-any namespace without the budget label, so a new namespace cannot open a second budget.
+A ValidatingAdmissionPolicy bound to every namespace keeps GPU pods inside the budget: only in
+the namespaces with a share (listed by name, and labelled), only scheduled by HAMi (whose
+webhook fails open), never on a named node, privileged, or asking for an uncounted resource.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.names import GPU_BUDGET_LABEL
-from components.gpu.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM
+from components.gpu.hami_annotations import (
+    HAMI_WEBHOOK_LABEL,
+    RES_GPU,
+    RES_GPUCORES,
+    RES_GPUMEM,
+    RES_GPUMEM_PERCENTAGE,
+    RES_PRIORITY,
+    SCHEDULER_NAME,
+)
 from components.gpu.rules import Quota, budget_shares
 
 QUOTA_NAME = "gpu-quota"
 SHARED_NAMESPACE = "default"
 POLICY_NAME = "gpu-tenancy-gpu-budget"
-# CEL: does any container or init container of the pod ask for an nvidia.com/ resource?
-_ASKS = (
-    "has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k.startsWith('nvidia.com/'))) || "
-    "(has(c.resources.requests) && c.resources.requests.exists(k, k.startsWith('nvidia.com/'))))"
-)
-NO_GPU_EXPRESSION = (
-    f"!object.spec.containers.exists(c, {_ASKS}) && "
-    f"!(has(object.spec.initContainers) && object.spec.initContainers.exists(c, {_ASKS}))"
-)
+# The nvidia.com/ resources HAMi knows (the budget counts the first three; HAMi turns a memory
+# percentage into MB of the card and reads a priority); any other nvidia.com/ name is counted by nobody.
+COUNTED = (RES_GPU, RES_GPUMEM, RES_GPUCORES, RES_GPUMEM_PERCENTAGE, RES_PRIORITY)
+_GROUPS = ("containers", "initContainers", "ephemeralContainers")
+
+
+def _keys(c: str) -> str:
+    """CEL: the resource names container `c` asks for (limits and requests)."""
+    return (
+        f"(has({c}.resources) && has({c}.resources.limits) ? {c}.resources.limits.map(k, k) : []) + "
+        f"(has({c}.resources) && has({c}.resources.requests) ? {c}.resources.requests.map(k, k) : [])"
+    )
+
+
+def _containers() -> str:
+    return " + ".join(f"(has(object.spec.{g}) ? object.spec.{g} : [])" for g in _GROUPS)
+
+
+def budget_policy_spec(tenant: str, namespaces: list[str]) -> dict[str, Any]:
+    """The admission rules that keep every GPU pod inside the budget and under HAMi's accounting.
+
+    A validating policy runs after the mutating webhooks, so it sees what HAMi's webhook did (or
+    did not do: it skips some pods, and fails open when unreachable). Each rule has its own message.
+    """
+    listed = "[" + ", ".join(f"'{n}'" for n in namespaces) + "]"
+    key, value = GPU_BUDGET_LABEL
+    counted = "[" + ", ".join(f"'{r}'" for r in COUNTED) + "]"
+    gpu = "variables.gpu"
+
+    def rule(name: str, expression: str, message: str, reason: str = "Forbidden") -> dict[str, str]:
+        return {"expression": expression, "message": f"{name} (tenant {tenant}): {message}", "reason": reason}
+
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": [
+                {
+                    "apiGroups": [""],
+                    "apiVersions": ["v1"],
+                    "operations": ["CREATE", "UPDATE"],
+                    "resources": ["pods", "pods/ephemeralcontainers"],
+                }
+            ]
+        },
+        "variables": [
+            {"name": "asked", "expression": f"({_containers()}).map(c, {_keys('c')}).flatten()"},
+            {"name": "gpu", "expression": "variables.asked.exists(k, k.startsWith('nvidia.com/'))"},
+            {"name": "create", "expression": "request.operation == 'CREATE' && !has(request.subResource)"},
+            {
+                "name": "ephemeral",
+                "expression": "has(request.subResource) && request.subResource == 'ephemeralcontainers'",
+            },
+            {
+                "name": "budgeted",
+                "expression": f"has(namespaceObject.metadata.labels) && '{key}' in namespaceObject.metadata.labels "
+                f"&& namespaceObject.metadata.labels['{key}'] == '{value}' "
+                f"&& namespaceObject.metadata.name in {listed}",
+            },
+        ],
+        "validations": [
+            rule(
+                "gpu-budget-namespace",
+                f"!variables.create || !{gpu} || variables.budgeted",
+                "GPU pods run only in the namespaces that hold a share of the tenant's GPU budget "
+                f"({', '.join(namespaces)}); a namespace gets a share from a workload in the stack config, "
+                "not from a label",
+            ),
+            rule(
+                "gpu-scheduler-hami",
+                f"!variables.create || !{gpu} || object.spec.schedulerName == '{SCHEDULER_NAME}'",
+                f"a GPU pod is scheduled by HAMi (schedulerName {SCHEDULER_NAME}), which does the card accounting; "
+                "this one kept another scheduler: HAMi's webhook skipped it (its own schedulerName, the label "
+                "hami.io/webhook: ignore, a privileged container) or could not be reached",
+            ),
+            rule(
+                "gpu-no-node-name",
+                f"!variables.create || !{gpu} || !has(object.spec.nodeName) || object.spec.nodeName == ''",
+                "a GPU pod may not name its node (spec.nodeName skips the scheduler, and so HAMi's accounting)",
+            ),
+            rule(
+                "gpu-webhook-not-skipped",
+                f"!variables.create || !{gpu} || !has(object.metadata.labels) || "
+                f"!('{HAMI_WEBHOOK_LABEL[0]}' in object.metadata.labels) || "
+                f"object.metadata.labels['{HAMI_WEBHOOK_LABEL[0]}'] != '{HAMI_WEBHOOK_LABEL[1]}'",
+                f"a GPU pod may not carry {HAMI_WEBHOOK_LABEL[0]}: {HAMI_WEBHOOK_LABEL[1]} (it skips HAMi's webhook)",
+            ),
+            rule(
+                "gpu-not-privileged",
+                f"!variables.create || !{gpu} || !({_containers()}).exists(c, has(c.securityContext) && "
+                "has(c.securityContext.privileged) && c.securityContext.privileged)",
+                "a GPU pod may not run a privileged container (it would see every card of the node, not its slice)",
+            ),
+            rule(
+                "gpu-no-ephemeral-request",
+                f"!variables.ephemeral || !(has(object.spec.ephemeralContainers) && "
+                f"object.spec.ephemeralContainers.exists(c, ({_keys('c')}).exists(k, k.startsWith('nvidia.com/'))))",
+                "an ephemeral container may not ask for GPUs",
+            ),
+            rule(
+                "gpu-resource-counted",
+                f"!variables.create || variables.asked.all(k, !k.startsWith('nvidia.com/') || k in {counted})",
+                f"only HAMi's resources ({', '.join(COUNTED)}) may be asked for; "
+                "no budget counts another nvidia.com/ name",
+            ),
+        ],
+    }
 
 
 def quota_hard(q: Quota) -> dict[str, str]:
@@ -84,22 +191,10 @@ class GpuQuota(pulumi.ComponentResource):
             )
             for ns, share in self.shares.items()
         ]
-        message = (
-            f"tenant {args.tenant}: GPU pods run only in the namespaces that hold a share of the tenant's GPU "
-            f"budget ({', '.join(self.shares)}); give this namespace a share in the stack config (a workload there)"
-        )
         policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
             f"{name}-policy",
             metadata={"name": POLICY_NAME},
-            spec={
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
-                    ]
-                },
-                "validations": [{"expression": NO_GPU_EXPRESSION, "message": message}],
-            },
+            spec=budget_policy_spec(args.tenant, list(self.shares)),
             opts=on_tenant,
         )
         self.policy_binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
@@ -108,11 +203,6 @@ class GpuQuota(pulumi.ComponentResource):
             spec={
                 "policyName": POLICY_NAME,
                 "validationActions": ["Deny"],
-                "matchResources": {
-                    "namespaceSelector": {
-                        "matchExpressions": [{"key": GPU_BUDGET_LABEL[0], "operator": "DoesNotExist"}]
-                    }
-                },
             },
             opts=pulumi.ResourceOptions.merge(on_tenant, pulumi.ResourceOptions(depends_on=[policy])),
         )

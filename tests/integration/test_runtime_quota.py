@@ -34,7 +34,10 @@ def gpu_pod(name: str, mem: int, cores: int) -> dict:
     limits = {ha.RES_GPUMEM: str(mem), ha.RES_GPUCORES: str(cores)}
     return {
         "metadata": {"name": name},
-        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]},
+        "spec": {
+            "schedulerName": ha.SCHEDULER_NAME,  # as HAMi's webhook leaves it
+            "containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}],
+        },
     }
 
 

@@ -249,10 +249,11 @@ def test_one_gpu_budget_split_over_the_namespaces_never_multiplied(rec):
     # default exists in every cluster: labelled, not created; other GPU namespaces are created labelled
     assert rec.named("team-b-quota-ns-default").type == "kubernetes:core/v1:NamespacePatch"
     assert rec.named("team-b-quota-ns-inference").inputs["metadata"]["labels"] == {"gpu-tenancy/gpu-budget": "true"}
+    # the budget's policy binds every namespace (a label alone opens no budget) and names the shares
     binding = rec.named("team-b-quota-policy-binding").inputs["spec"]
-    assert binding["matchResources"]["namespaceSelector"]["matchExpressions"] == [
-        {"key": "gpu-tenancy/gpu-budget", "operator": "DoesNotExist"}
-    ]
+    assert "matchResources" not in binding
+    budgeted = rec.named("team-b-quota-policy").inputs["spec"]["variables"][-1]["expression"]
+    assert "namespaceObject.metadata.name in ['default', 'inference']" in budgeted
 
 
 def test_adopted_management_cluster_creates_no_k3s():
