@@ -6,11 +6,20 @@ exported for team stacks; `team` one team's tenants on a platform reached by Sta
 
 import pulumi
 
-from components.config.model import MODE_KUBECONFIG, ROLE_PLATFORM, ROLE_TEAM, ConfigError, load_stack_config
+from components.config.model import (
+    MANAGEMENT_TOKEN_KEY,
+    MODE_KUBECONFIG,
+    ROLE_LAB,
+    ROLE_PLATFORM,
+    ROLE_TEAM,
+    ConfigError,
+    load_stack_config,
+)
 from components.platform.kamaji import KamajiPlatform, KamajiPlatformArgs
 from components.platform.management_cluster import ManagementCluster, ManagementClusterArgs
 from components.platform.platform_link import PlatformLink, PlatformLinkArgs, platform_outputs
 from components.platform.releaser_image import ReleaserImage, ReleaserImageArgs
+from components.platform.team_access import TeamAccess, TeamAccessArgs
 from components.tenant.gpu_tenant import GpuTenant, GpuTenantArgs
 
 project = pulumi.get_project()
@@ -22,6 +31,7 @@ try:
         {key: config.get_object(key) for key in ("cluster", "tenants", "hami", "teams")}
         | {key: config.get(key) for key in ("role", "platformStack")},
         kubeconfig_given=pulumi.runtime.get_config(f"{project}:kubeconfig") is not None,
+        management_token_given=pulumi.runtime.get_config(f"{project}:{MANAGEMENT_TOKEN_KEY}") is not None,
     )
 except ConfigError as exc:
     raise pulumi.RunError(str(exc)) from None
@@ -29,7 +39,7 @@ for warning in cfg.warnings:
     pulumi.log.warn(f"{project}:{warning}")
 
 if cfg.role == ROLE_TEAM:
-    link = PlatformLink("platform", PlatformLinkArgs(config=cfg))
+    link = PlatformLink("platform", PlatformLinkArgs(config=cfg, token=config.require_secret(MANAGEMENT_TOKEN_KEY)))
     management_provider, network, datastore, kamaji = link.provider, link.network, link.datastore, None
 else:
     cluster = ManagementCluster(
@@ -46,8 +56,15 @@ else:
         platform.datastore_name,
         platform.release,
     )
-    pulumi.export("managementKubeconfig", cluster.kubeconfig)
+    if cfg.role == ROLE_LAB:  # one person's whole lab; a platform exports no credential
+        pulumi.export("managementKubeconfig", cluster.kubeconfig)
     if cfg.role == ROLE_PLATFORM:
+        for slot in cfg.teams:
+            TeamAccess(
+                f"team-{slot.name}",
+                TeamAccessArgs(team=slot, datastore=platform.datastore_name, provider=cluster.provider),
+                opts=pulumi.ResourceOptions(depends_on=[platform.release]),
+            )
         pulumi.export("platform", platform_outputs(cluster.kubeconfig, network, cfg, platform.datastore_name))
 
 releaser = ReleaserImage("releaser", ReleaserImageArgs()) if cfg.tenants else None
@@ -67,6 +84,7 @@ for t in cfg.tenants:
             bootstrap_token_minutes=cfg.cluster.bootstrap_token_minutes,
             releaser_image=releaser.ref,
             depends_on=[kamaji] if kamaji else [],
+            owns_namespaces=cfg.role != ROLE_TEAM,
         ),
     )
     pulumi.export(

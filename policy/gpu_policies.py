@@ -6,13 +6,13 @@ own `gpu-tenancy:tenants`; every verdict comes from the rulebook (components.gpu
 code the program's config validation runs. So preview and config validation cannot disagree.
 
 The pack fails closed: a GPU object it cannot check against a configured quota is a mandatory
-violation that says how to fix it. Which tenant an object belongs to, in this order:
-  1. its label `gpu-tenancy/tenant` (it must name a configured tenant);
-  2. the tenant whose Kubernetes provider creates it (`<tenant>-cp-k8s`, the program's own);
-  3. the only tenant, when exactly one is configured.
-A label that names another tenant than the provider's is refused: usage cannot be moved to
-another tenant's quota. Values unknown at preview are said openly (advisory); replicas unknown
-at preview count as one. Props are read-only proxies with float numbers.
+violation that says how to fix it. What an object asks for is read by gpu_objects (counted kinds,
+declarations for the rest). Which tenant it belongs to is decided by the cluster its provider
+reaches (the provider's endpoint against each tenant's `managementIp:apiPort`); a tenant label
+must agree with it, and only a single-tenant stack attributes an object whose provider's
+cluster is unknown at preview. Values unknown at preview count at the least they can be (one
+replica, one vGPU), so they are refused when even that has no room, and said openly otherwise.
+Props are read-only proxies with float numbers.
 """
 
 from __future__ import annotations
@@ -21,12 +21,16 @@ import functools
 import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
+
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gpu_objects import Workload, safe, workload_of  # noqa: E402
 from pulumi_policy import (  # noqa: E402
     EnforcementLevel,
     PolicyConfigSchema,
@@ -38,29 +42,20 @@ from pulumi_policy import (  # noqa: E402
 )
 from pulumi_policy.proxy import UnknownValueError  # noqa: E402
 
-from components.config.model import ConfigError, TenantConfig, load_tenants, tenants_schema  # noqa: E402
-from components.config.names import FAIL_ON_PENDING_ANNOTATION, TENANT_LABEL, tenant_provider  # noqa: E402
-from components.gpu.rules import Demand, RequestError, judge, pod_request, pod_violations  # noqa: E402
+from components.config.model import ClusterConfig, ConfigError, TenantConfig, load_tenants, tenants_schema  # noqa: E402
+from components.config.names import TENANT_LABEL  # noqa: E402
+from components.gpu.hami_annotations import RES_GPU  # noqa: E402
+from components.gpu.rules import (
+    Demand,
+    PodRequest,
+    RequestError,
+    judge,
+    pod_request,
+    pod_violations,
+    quota_violations,
+)  # noqa: E402
 
 PROJECT = "gpu-tenancy"
-# Kubernetes types whose objects carry a pod spec, and where it sits.
-POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
-    "kubernetes:core/v1:Pod": ("spec",),
-    "kubernetes:apps/v1:Deployment": ("spec", "template", "spec"),
-    "kubernetes:apps/v1:StatefulSet": ("spec", "template", "spec"),
-    "kubernetes:apps/v1:DaemonSet": ("spec", "template", "spec"),
-    "kubernetes:apps/v1:ReplicaSet": ("spec", "template", "spec"),
-    "kubernetes:batch/v1:Job": ("spec", "template", "spec"),
-    "kubernetes:batch/v1:CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
-}
-REPLICA_PATHS: dict[str, tuple[str, ...]] = {
-    "Deployment": ("spec", "replicas"),
-    "StatefulSet": ("spec", "replicas"),
-    "ReplicaSet": ("spec", "replicas"),
-    "Job": ("spec", "parallelism"),
-    "CronJob": ("spec", "jobTemplate", "spec", "parallelism"),
-}
-
 CONFIG_SCHEMA = PolicyConfigSchema(
     properties={
         "tenants": {
@@ -111,6 +106,11 @@ class Tenants:
 
     by_name: dict[str, TenantConfig]
     problem: str = ""
+    # The management address the tenants' API servers listen on (their NodePorts).
+    address: str = ""
+
+    def endpoint(self, name: str) -> str:
+        return f"{self.address}:{self.by_name[name].api_port}"
 
 
 def _plain(value: Any) -> Any:
@@ -134,9 +134,9 @@ def _json(key: str) -> Any:
 def tenants_for(config: Mapping[str, Any] | None) -> Tenants:
     raw = _plain((config or {}).get("tenants"))
     source = "the pack config"
-    cluster = None
+    cluster = _json(STACK_CLUSTER_KEY)
     if not raw:
-        raw, cluster, source = _json(STACK_TENANTS_KEY), _json(STACK_CLUSTER_KEY), f"the stack's {STACK_TENANTS_KEY}"
+        raw, source = _json(STACK_TENANTS_KEY), f"the stack's {STACK_TENANTS_KEY}"
     if not raw:
         return Tenants({}, f"no tenant quota is configured: {FIX}")
     return _tenants(json.dumps([raw, cluster], sort_keys=True), source)
@@ -146,116 +146,109 @@ def tenants_for(config: Mapping[str, Any] | None) -> Tenants:
 def _tenants(raw_json: str, source: str) -> Tenants:
     """Validated once per distinct config: every policy call of a preview asks for it."""
     raw, cluster = json.loads(raw_json)
+    cluster = cluster if isinstance(cluster, Mapping) else None
     try:
-        found = load_tenants(PROJECT, raw, cluster if isinstance(cluster, Mapping) else None)
-    except ConfigError as exc:
+        found = load_tenants(PROJECT, raw, cluster)
+        address = ClusterConfig.model_validate(cluster or {}).management_ip
+    except (ConfigError, ValueError) as exc:
         return Tenants({}, f"the tenants in {source} are invalid, so nothing can be checked: {exc}")
-    return Tenants({t.name: t for t in found})
+    return Tenants({t.name: t for t in found}, address=str(address))
 
 
-def _get(obj: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(obj, Mapping) or key not in obj:
-            return None
-        obj = obj[key]
-    return obj
-
-
-def _safe(fn: Callable[[], Any], unknown: list[str], what: str) -> Any:
-    try:
-        return fn()
-    except UnknownValueError:
-        unknown.append(what)
+def provider_endpoint(provider: Any) -> str | None:
+    """host:port of the API server a Kubernetes provider reaches, from its known inputs: its
+    kubeconfig's selected cluster, or its `cluster` input when that names an endpoint (the
+    program's tenant providers do, so they are known before their kubeconfig is); None: unknown."""
+    if provider is None:
         return None
-
-
-@dataclass
-class Workload:
-    """What one Kubernetes object asks for: its containers' resources, times its replicas."""
-
-    kind: str
-    name: str
-    replicas: int
-    containers: list[tuple[str, Mapping[str, Any]]]
-    must_fit: bool = True
-    label: str | None = None
-    unknown: list[str] = field(default_factory=list)
-
-    @property
-    def asks_for_gpu(self) -> bool:
-        return any(str(k).startswith("nvidia.com/") for _, res in self.containers for k in res)
-
-
-def workload_of(resource_type: str, props: Mapping[str, Any], name: str) -> Workload | None:
-    """The pod template of an object, its GPU containers (init containers too) and replicas."""
-    path = POD_SPEC_PATHS.get(resource_type)
-    if path is None:
-        return None
+    props = provider.props
     unknown: list[str] = []
-    kind = resource_type.rsplit(":", 1)[1]
-    obj_name = _safe(lambda: _get(props, "metadata", "name"), unknown, "metadata.name") or name
-    labels = _safe(lambda: _get(props, "metadata", "labels"), unknown, "metadata.labels")
-    label = labels.get(TENANT_LABEL) if isinstance(labels, Mapping) else None
-    annotations = _safe(lambda: _get(props, "metadata", "annotations"), unknown, "metadata.annotations")
-    must_fit = not (isinstance(annotations, Mapping) and annotations.get(FAIL_ON_PENDING_ANNOTATION) == "false")
-    replicas: Any = 1
-    if kind in REPLICA_PATHS:
-        where = ".".join(REPLICA_PATHS[kind])
-        replicas = _safe(lambda: _get(props, *REPLICA_PATHS[kind]), unknown, where)
-        if replicas is None:
-            replicas = 1  # the API's default, and the count for a value unknown at preview
-    spec = _safe(lambda: _get(props, *path), unknown, ".".join(path))
-    containers: list[tuple[str, Mapping[str, Any]]] = []
-    if isinstance(spec, Mapping):
-        for group in ("initContainers", "containers"):
-            items = _safe(lambda g=group: spec.get(g), unknown, f"{'.'.join(path)}.{group}") or []
-            if not isinstance(items, Sequence):
-                continue
-            for i, c in enumerate(items):
-                cname = _safe(lambda c=c: c.get("name"), unknown, f"{group}[{i}].name") or f"{group}[{i}]"
-                limits = _safe(lambda c=c: _get(c, "resources", "limits"), unknown, f"{cname}.resources.limits")
-                requests = _safe(lambda c=c: _get(c, "resources", "requests"), unknown, f"{cname}.resources.requests")
-                res = limits if isinstance(limits, Mapping) and limits else requests
-                if isinstance(res, Mapping):
-                    containers.append((str(cname), res))
-    return Workload(
-        kind, str(obj_name), int(replicas), containers, must_fit, label if isinstance(label, str) else None, unknown
+    cluster = safe(lambda: props.get("cluster"), unknown, "cluster")
+    context = safe(lambda: props.get("context"), unknown, "context")
+    text = safe(lambda: props.get("kubeconfig"), unknown, "kubeconfig")
+    server = None
+    if isinstance(text, str) and text:
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError:
+            doc = None
+        if isinstance(doc, Mapping):
+            ctx_name = context or doc.get("current-context")
+            ctx = next((c.get("context", {}) for c in doc.get("contexts") or [] if c.get("name") == ctx_name), {})
+            wanted = cluster or ctx.get("cluster")
+            server = next(
+                (c.get("cluster", {}).get("server") for c in doc.get("clusters") or [] if c.get("name") == wanted),
+                None,
+            )
+    if server is None and isinstance(cluster, str) and cluster.startswith("https://"):
+        server = cluster
+    if not isinstance(server, str):
+        return None
+    parsed = urlparse(server)
+    return f"{parsed.hostname}:{parsed.port or 443}" if parsed.hostname else None
+
+
+def attribute(w: Workload, provider: Any, tenants: Tenants) -> tuple[str | None, str]:
+    """(tenant, '') or (None, why the object cannot be checked, with the fix).
+
+    The cluster decides: the tenant whose API server the object's provider reaches. A label
+    must agree with it; where the provider's cluster cannot be told at preview, only a stack with
+    a single tenant attributes (there is no other quota to move usage to)."""
+    if tenants.problem:
+        return None, tenants.problem
+    configured = ", ".join(sorted(tenants.by_name))
+    endpoint = provider_endpoint(provider)
+    by_endpoint = next((n for n in tenants.by_name if tenants.endpoint(n) == endpoint), None)
+    via = f"provider {provider.name!r}" if provider is not None else "the default provider"
+    if w.label is not None and w.label not in tenants.by_name:
+        return None, (
+            f"it is labelled {TENANT_LABEL}={w.label}, a tenant with no quota configured (configured: "
+            f"{configured}); fix the label or configure that tenant"
+        )
+    if endpoint is not None and by_endpoint is None:
+        known = ", ".join(f"{n} {tenants.endpoint(n)}" for n in sorted(tenants.by_name))
+        return None, (
+            f"it is created through {via}, which reaches {endpoint}: the API server of no configured tenant "
+            f"({known}); its GPUs would be counted against nobody's quota"
+        )
+    if by_endpoint is not None:
+        if w.label is not None and w.label != by_endpoint:
+            return None, (
+                f"it is labelled {TENANT_LABEL}={w.label} but created through {via}, which reaches tenant "
+                f"{by_endpoint}'s API server ({endpoint}); a label cannot move usage to another tenant's quota"
+            )
+        return by_endpoint, ""
+    if len(tenants.by_name) == 1:
+        only = next(iter(tenants.by_name))
+        if w.label is None or w.label == only:
+            return only, ""
+    return None, (
+        f"cannot tell which tenant's cluster {via} reaches at preview (configured: {configured}); give the provider "
+        "a kubeconfig known at preview, or its cluster input set to the tenant's endpoint (as the program's own do)"
     )
 
 
-def provider_tenant(provider_name: str | None, tenants: Mapping[str, TenantConfig]) -> str | None:
-    return next((name for name in tenants if provider_name == tenant_provider(name)), None)
-
-
-def attribute(w: Workload, provider_name: str | None, tenants: Tenants) -> tuple[str | None, str]:
-    """(tenant, '') or (None, why the object cannot be checked, with the fix)."""
-    if tenants.problem:
-        return None, tenants.problem
-    by_provider = provider_tenant(provider_name, tenants.by_name)
-    configured = ", ".join(sorted(tenants.by_name))
-    if w.label is not None:
-        if w.label not in tenants.by_name:
-            return None, (
-                f"it is labelled {TENANT_LABEL}={w.label}, a tenant with no quota configured (configured: "
-                f"{configured}); fix the label or configure that tenant"
-            )
-        if by_provider is not None and by_provider != w.label:
-            return None, (
-                f"it is labelled {TENANT_LABEL}={w.label} but created through tenant {by_provider}'s provider; "
-                "a label cannot move usage to another tenant's quota"
-            )
-        return w.label, ""
-    if by_provider is not None:
-        return by_provider, ""
-    if len(tenants.by_name) == 1:
-        return next(iter(tenants.by_name)), ""
-    return None, f"cannot tell which tenant it belongs to (configured: {configured}); label it {TENANT_LABEL}=<tenant>"
+def _least(res: Mapping[str, Any], w: Workload, cname: str) -> dict[str, Any]:
+    """A container's resources with each value unknown at preview replaced by the least it can be."""
+    out: dict[str, Any] = {}
+    for k in res:
+        try:
+            out[str(k)] = res[k]
+        except UnknownValueError:
+            w.unknown.append(f"{cname}.resources[{k}]")
+            if str(k).startswith("nvidia.com/"):
+                out[str(k)] = 1 if k == RES_GPU else 0
+    return out
 
 
 def demand_of(w: Workload, t: TenantConfig, report: Callable[[str], None]) -> Demand | None:
     """The rulebook's view of the object; a malformed request is reported, and left out."""
+    if not w.counted:
+        if w.declared is None:
+            return None
+        return Demand(f"{w.kind} {w.name} (declared)", PodRequest(()), declared=w.declared, must_fit=False)
     try:
-        plain = [(n, {str(k): res[k] for k in res}) for n, res in w.containers]
+        plain = [(n, _least(res, w, n)) for n, res in w.containers]
         pod = pod_request(plain, t.gpu.model)
     except UnknownValueError:
         w.unknown.append("resources")
@@ -266,11 +259,12 @@ def demand_of(w: Workload, t: TenantConfig, report: Callable[[str], None]) -> De
     if not pod.containers:
         return None
     replicas = t.fleet.nodes if w.kind == "DaemonSet" else w.replicas
-    return Demand(f"{w.kind} {w.name}", pod, replicas, w.must_fit)
+    least = " (values unknown at preview, counted at their least)" if w.unknown else ""
+    return Demand(f"{w.kind} {w.name}{least}", pod, replicas, w.must_fit)
 
 
-def _provider(args: Any) -> str | None:
-    return args.provider.name if args.provider is not None else None
+def _provider(args: Any) -> Any:
+    return args.provider
 
 
 def validate_tenant_known(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
@@ -280,6 +274,19 @@ def validate_tenant_known(args: ResourceValidationArgs, report_violation: Report
     _, why = attribute(w, _provider(args), tenants_for(args.get_config()))
     if why:
         report_violation(f"{w.kind} {w.name} asks for GPUs but cannot be checked against a quota: {why}")
+
+
+def validate_usage_countable(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    w = workload_of(args.resource_type, args.props, args.name)
+    if w is not None and w.asks_for_gpu and w.refusal:
+        report_violation(f"{w.kind} {w.name} asks for GPUs in a way no quota can count: {w.refusal}")
+    if w is not None and w.declared is not None:
+        # Alone against the quota here: a stack policy sees a Helm release's outputs, not its values.
+        tenants = tenants_for(args.get_config())
+        tenant, _ = attribute(w, _provider(args), tenants)
+        over = quota_violations(w.declared, tenants.by_name[tenant].quota.quota) if tenant else []
+        if over:
+            report_violation(f"tenant {tenant}: {w.kind} {w.name} declares more than its GPU quota: {'; '.join(over)}")
 
 
 def validate_fits_one_card(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
@@ -305,10 +312,10 @@ def validate_unknown_values(args: ResourceValidationArgs, report_violation: Repo
     tenant, _ = attribute(w, _provider(args), tenants)
     if tenant is not None:
         demand_of(w, tenants.by_name[tenant], lambda _msg: None)
-    if w.unknown:
-        counted = " (replicas counted as 1)" if any("replicas" in u or "parallelism" in u for u in w.unknown) else ""
+    if w.unknown and (w.counted or w.mentions):
         report_violation(
-            f"could not check {w.kind} {w.name} at preview: unknown {', '.join(sorted(set(w.unknown)))}{counted}"
+            f"could not check {w.kind} {w.name} at preview: unknown {', '.join(sorted(set(w.unknown)))} (counted "
+            "at the least it can be: one replica, one vGPU; the quota policy refuses it when even that has no room)"
         )
 
 
@@ -352,6 +359,13 @@ POLICIES = [
         name="gpu-tenant-known",
         description="Every object asking for GPUs belongs to a tenant whose quota is configured.",
         validate=validate_tenant_known,
+        enforcement_level=EnforcementLevel.MANDATORY,
+        config_schema=CONFIG_SCHEMA,
+    ),
+    ResourceValidationPolicy(
+        name="gpu-usage-countable",
+        description="Every object naming nvidia.com/ resources is counted by the rulebook or declares its usage.",
+        validate=validate_usage_countable,
         enforcement_level=EnforcementLevel.MANDATORY,
         config_schema=CONFIG_SCHEMA,
     ),

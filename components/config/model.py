@@ -83,6 +83,8 @@ POOL_MAX_NODES = {POOL_KWOK: MAX_KWOK_NODES, POOL_EXTERNAL: MAX_EXTERNAL_NODES}
 ROLE_LAB = "lab"
 ROLE_PLATFORM = "platform"
 ROLE_TEAM = "team"
+# A team stack's secret config key: its team's management-cluster token (TeamAccess's account).
+MANAGEMENT_TOKEN_KEY = "managementToken"
 ROLES = (ROLE_LAB, ROLE_PLATFORM, ROLE_TEAM)
 _ERROR = "gpu_tenancy"
 
@@ -745,7 +747,9 @@ def load_tenants(project: str, raw: object, cluster: Mapping[str, object] | None
     return tenants
 
 
-def load_stack_config(project: str, raw: Mapping[str, object], kubeconfig_given: bool = False) -> StackConfig:
+def load_stack_config(
+    project: str, raw: Mapping[str, object], kubeconfig_given: bool = False, management_token_given: bool = False
+) -> StackConfig:
     """Validate the raw config objects (`cluster`, `tenants`, `hami`, `role`, ...) into a StackConfig.
 
     `kubeconfig_given` says whether the secret `kubeconfig` key is set (its value is not read
@@ -780,6 +784,12 @@ def load_stack_config(project: str, raw: Mapping[str, object], kubeconfig_given:
         )
     elif role in (ROLE_LAB, ROLE_PLATFORM) and platform_stack is not None:
         c.fail("platformStack", f"only a team stack reaches a platform stack (role is {role!r})")
+    if role == ROLE_TEAM and not management_token_given:
+        c.fail(
+            MANAGEMENT_TOKEN_KEY,
+            "a team stack reaches the management cluster with its team's own token, a secret: the platform "
+            "owner sets it with scripts/grant-team.sh <team> (see the README, One stack per team)",
+        )
     tenants: list[TenantConfig] = []
     raw_tenants = raw.get("tenants")
     if role == ROLE_PLATFORM:
@@ -867,6 +877,7 @@ TOP_LEVEL_KEYS = {
     "role": f"`{ROLE_LAB}` (default: everything), `{ROLE_PLATFORM}` (cluster + Kamaji) or `{ROLE_TEAM}` (one team)",
     "platformStack": "team stacks: the platform stack, `<org>/<project>/<stack>`",
     "kubeconfig": "secret: the adopted management cluster's kubeconfig, when cluster.mode is `kubeconfig`",
+    MANAGEMENT_TOKEN_KEY: "team stacks, secret: the team's management-cluster token (`scripts/grant-team.sh`)",
 }
 SECTIONS: tuple[tuple[str, type[_Model]], ...] = (
     ("cluster", ClusterConfig),

@@ -43,7 +43,35 @@ def tenant_provider(tenant: str) -> str:
 
 # On a workload declared with failOnPending: false (the pack then leaves it out of the fit).
 FAIL_ON_PENDING_ANNOTATION = "gpu-tenancy/fail-on-pending"
+# On an object the pack cannot count (a CustomResource, a Helm release's values): the GPU totals
+# it runs at most at once, JSON {"gpus": N, "gpumemMb": N, "gpucoresPercent": N}.
+DECLARED_USAGE_ANNOTATION = "gpu-tenancy/gpu-usage"
 
 
 # On the namespaces that hold a share of a tenant's GPU budget; GPU pods elsewhere are refused.
 GPU_BUDGET_LABEL = ("gpu-tenancy/gpu-budget", "true")
+
+
+# The management cluster's namespaces of a tenant: its TenantControlPlane (where Kamaji keeps the
+# control plane's certificates and datastore credentials), and its simulated-node controller
+# (KWOK runs pods, so it must not share a namespace with those Secrets).
+def tenant_namespace(tenant: str) -> str:
+    return f"tenant-{tenant}"
+
+
+def simulation_namespace(tenant: str) -> str:
+    return f"tenant-{tenant}-sim"
+
+
+def admin_kubeconfig_secret(tenant: str) -> str:
+    """Kamaji's Secret with the TenantControlPlane's kubeconfigs (`<tcp>-admin-kubeconfig`)."""
+    return f"{tenant}-admin-kubeconfig"
+
+
+def simulation_secret(tenant: str) -> str:
+    """KWOK's kubeconfig (and node stages) Secret; also its Deployment's name."""
+    return f"{tenant}-kwok"
+
+
+# A team's identity in the management cluster (a ServiceAccount in its tenant namespace).
+TEAM_ACCOUNT = "gpu-tenancy-team"

@@ -221,10 +221,12 @@ class Demand:
     replicas: int = 1
     # False: declared as allowed to stay Pending (`failOnPending: false`): left out of the fit.
     must_fit: bool = True
+    # Totals an object declares instead of a pod shape (a kind the rules cannot count): quota only.
+    declared: Quota | None = None
 
     @property
     def usage(self) -> Quota:
-        return self.pod.total.times(self.replicas)
+        return (self.declared if self.declared is not None else self.pod.total).times(self.replicas)
 
 
 def total_usage(demands: Iterable[Demand]) -> Quota:

@@ -102,6 +102,12 @@ def cluster_ca(kubeconfig: str) -> str:
     return doc["clusters"][0]["cluster"]["certificate-authority-data"]
 
 
+def cluster_server(kubeconfig: str) -> str:
+    """The server URL of the kubeconfig's first cluster."""
+    doc = yaml.safe_load(kubeconfig)
+    return doc["clusters"][0]["cluster"]["server"]
+
+
 def rewrite_server(kubeconfig: str, server: str) -> str:
     """Return the kubeconfig with every cluster's server replaced by `server`.
 
@@ -114,6 +120,36 @@ def rewrite_server(kubeconfig: str, server: str) -> str:
     for entry in doc["clusters"]:
         entry["cluster"]["server"] = server
     return yaml.safe_dump(doc, sort_keys=False)
+
+
+def endpoint_kubeconfig(kubeconfig: str, server: str) -> str:
+    """The kubeconfig's current context alone, its cluster named `server` and pointing there.
+
+    A provider given `cluster=server` then says at preview, before the kubeconfig is known,
+    which API server it reaches: the policy pack attributes objects by it.
+    """
+    doc = yaml.safe_load(kubeconfig)
+    if not isinstance(doc, dict):
+        raise ValueError("kubeconfig is not a YAML mapping")
+    ctx_name = doc.get("current-context")
+    ctx = next((c["context"] for c in doc.get("contexts") or [] if c.get("name") == ctx_name), None)
+    if ctx is None:
+        raise ValueError(f"kubeconfig has no context {ctx_name!r}")
+    cluster = next((c["cluster"] for c in doc.get("clusters") or [] if c.get("name") == ctx["cluster"]), None)
+    user = next((u["user"] for u in doc.get("users") or [] if u.get("name") == ctx.get("user")), None)
+    if cluster is None or user is None:
+        raise ValueError(f"kubeconfig context {ctx_name!r} names no cluster or user it holds")
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": server, "cluster": {**cluster, "server": server}}],
+            "users": [{"name": server, "user": user}],
+            "contexts": [{"name": server, "context": {"cluster": server, "user": server}}],
+            "current-context": server,
+        },
+        sort_keys=False,
+    )
 
 
 def get_json(call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:

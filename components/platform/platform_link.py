@@ -1,8 +1,10 @@
 """PlatformLink: the shared platform as a team stack sees it, through a StackReference.
 
 A team stack creates no cluster and no Kamaji; it reads the platform stack's `platform` output
-(management kubeconfig, Docker network, lab name, team registry) and checks, before anything
-reaches the management cluster, that its tenants are the ones the platform reserved ports for.
+(the management API server's address and CA, Docker network, lab name, team registry: no
+credential) and checks, before anything reaches the management cluster, that its tenants are
+the ones the platform reserved ports for. It reaches the management cluster with its team's own
+token (secret config `managementToken`, a TeamAccess ServiceAccount's), never the admin.
 """
 
 from __future__ import annotations
@@ -13,15 +15,23 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config.model import StackConfig, team_slot_problems
+from components.config.model import MANAGEMENT_TOKEN_KEY, StackConfig, team_slot_problems
+from components.config.names import TEAM_ACCOUNT
+from components.ops.kube import cluster_ca, cluster_server, token_kubeconfig
+from components.ops.team_token import token_seconds_left
+
+RENEW_WARNING_SECONDS = 7 * 24 * 3600
 
 
 def platform_outputs(
-    kubeconfig: pulumi.Input[str], network: pulumi.Input[str], cfg: StackConfig, datastore: str
+    kubeconfig: pulumi.Input[str], network: pulumi.Input[str], cfg: StackConfig, datastore: pulumi.Input[str]
 ) -> dict[str, Any]:
-    """What a platform stack exports for its team stacks (one place for the keys)."""
+    """What a platform stack exports for its team stacks (one place for the keys): where the
+    management API server is and its CA, never a credential."""
+    kc = pulumi.Output.from_input(kubeconfig)
     return {
-        "managementKubeconfig": pulumi.Output.secret(kubeconfig),
+        "managementServer": pulumi.Output.unsecret(kc.apply(cluster_server)),
+        "managementCa": pulumi.Output.unsecret(kc.apply(cluster_ca)),
         "network": network,
         "lab": cfg.cluster.name,
         "address": cfg.cluster.management_ip,
@@ -43,9 +53,24 @@ def _checked(platform: dict[str, Any], cfg: StackConfig) -> dict[str, Any]:
     return platform
 
 
+def checked_token(token: str) -> str:
+    """The team's token, or a plain error when it has expired (its owner renews it)."""
+    left = token_seconds_left(token)
+    if left is not None and left <= 0:
+        raise pulumi.RunError(
+            f"{MANAGEMENT_TOKEN_KEY} expired {-left // 3600} h ago: ask the platform owner to renew it "
+            "(scripts/grant-team.sh <team>)"
+        )
+    if left is not None and left < RENEW_WARNING_SECONDS:
+        pulumi.log.warn(f"{MANAGEMENT_TOKEN_KEY} expires in {left // 3600} h: renew it with scripts/grant-team.sh")
+    return token
+
+
 @dataclass
 class PlatformLinkArgs:
     config: StackConfig
+    # The team's management-cluster token (secret config managementToken).
+    token: pulumi.Input[str]
 
 
 class PlatformLink(pulumi.ComponentResource):
@@ -64,9 +89,13 @@ class PlatformLink(pulumi.ComponentResource):
         platform = ref.require_output("platform").apply(lambda p: _checked(p, cfg))
         self.network = platform.apply(lambda p: p["network"])
         self.datastore = platform.apply(lambda p: p["datastore"])
+        token = args.token
+        kubeconfig = pulumi.Output.all(platform, token).apply(
+            lambda a: token_kubeconfig(
+                a[0]["managementServer"], a[0]["managementCa"], checked_token(a[1]), TEAM_ACCOUNT
+            )
+        )
         self.provider = k8s.Provider(
-            f"{name}-k8s",
-            kubeconfig=pulumi.Output.secret(platform.apply(lambda p: p["managementKubeconfig"])),
-            opts=pulumi.ResourceOptions(parent=self),
+            f"{name}-k8s", kubeconfig=pulumi.Output.secret(kubeconfig), opts=pulumi.ResourceOptions(parent=self)
         )
         self.register_outputs({"network": self.network})

@@ -10,7 +10,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.model import TenantConfig
-from components.config.names import tenant_provider
+from components.config.names import admin_kubeconfig_secret, simulation_namespace, tenant_namespace, tenant_provider
+from components.ops.kube import endpoint_kubeconfig
 
 TCP_API_VERSION = "kamaji.clastix.io/v1alpha1"
 TCP_KIND = "TenantControlPlane"
@@ -38,10 +39,6 @@ KIND_KUBELET_PATCHES: tuple[dict[str, Any], ...] = (
 def datastore_schema(project: str, stack: str, tenant: str) -> str:
     """Per-tenant etcd key prefix; immutable in Kamaji, so derived from stable names only."""
     return f"{project}_{stack}_{tenant}".replace("-", "_")
-
-
-def tenant_namespace(tenant: str) -> str:
-    return f"tenant-{tenant}"
 
 
 def control_plane_spec(t: TenantConfig, address: str, datastore: pulumi.Input[str], schema: str) -> dict[str, Any]:
@@ -88,6 +85,11 @@ class TenantArgs:
     stack: str
     # Kamaji's release: the TCP must be created after, and deleted before, Kamaji.
     depends_on: list[pulumi.Resource] = field(default_factory=list)
+    # Lab: this stack makes the tenant's namespaces. Team: the platform made them (TeamAccess);
+    # the team's identity may not create namespaces.
+    owns_namespaces: bool = True
+    # Whether the tenant has simulated nodes (KWOK runs in the simulation namespace).
+    simulated: bool = False
 
 
 def _decode(data: dict[str, str], key: str) -> str:
@@ -108,18 +110,23 @@ class Tenant(pulumi.ComponentResource):
         super().__init__("gpu-tenancy:index:Tenant", name, None, opts)
         t = args.tenant
         mgmt = pulumi.ResourceOptions(parent=self, provider=args.management_provider)
-        self.namespace = k8s.core.v1.Namespace(
-            f"{name}-ns",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=tenant_namespace(t.name)),
-            opts=mgmt,
-        )
+        self.namespace_name: pulumi.Output[str] = pulumi.Output.from_input(tenant_namespace(t.name))
+        self.simulation_namespace: pulumi.Output[str] = pulumi.Output.from_input(simulation_namespace(t.name))
+        if args.owns_namespaces:
+            ns = k8s.core.v1.Namespace(f"{name}-ns", metadata={"name": tenant_namespace(t.name)}, opts=mgmt)
+            self.namespace_name = ns.metadata.name
+            if args.simulated:
+                sim = k8s.core.v1.Namespace(
+                    f"{name}-sim-ns", metadata={"name": simulation_namespace(t.name)}, opts=mgmt
+                )
+                self.simulation_namespace = sim.metadata.name
         self.control_plane = k8s.apiextensions.CustomResource(
             f"{name}-tcp",
             api_version=TCP_API_VERSION,
             kind=TCP_KIND,
             metadata=k8s.meta.v1.ObjectMetaArgs(
                 name=t.name,
-                namespace=self.namespace.metadata.name,
+                namespace=self.namespace_name,
                 annotations={
                     "pulumi.com/waitFor": "jsonpath={.status.kubernetesResources.version.status}=Ready",
                     "pulumi.com/timeoutSeconds": str(READY_TIMEOUT_SECONDS),
@@ -132,18 +139,23 @@ class Tenant(pulumi.ComponentResource):
         )
         # The id is built from the TCP's id, which is known only once the TCP exists and is Ready
         # (and unknown while a new one is previewed), so the read never runs too early.
-        secret_id = pulumi.Output.all(self.control_plane.id, self.namespace.metadata.name).apply(
-            lambda a: f"{a[1]}/{t.name}-admin-kubeconfig"
+        secret_id = pulumi.Output.all(self.control_plane.id, self.namespace_name).apply(
+            lambda a: f"{a[1]}/{admin_kubeconfig_secret(t.name)}"
         )
         secret = k8s.core.v1.Secret.get(f"{name}-admin-kubeconfig", secret_id, opts=mgmt)
         self.kubeconfig = pulumi.Output.secret(secret.data.apply(lambda d: _decode(d, USER_KUBECONFIG_KEY)))
         self.automation_kubeconfig = pulumi.Output.secret(
             secret.data.apply(lambda d: _decode(d, PROVIDER_KUBECONFIG_KEY))
         )
-        self.endpoint = pulumi.Output.from_input(f"https://{args.address}:{t.api_port}")
+        self_endpoint = f"https://{args.address}:{t.api_port}"
+        self.endpoint = pulumi.Output.from_input(self_endpoint)
+        # `cluster` names the endpoint, known at preview: the policy pack attributes by it.
         self.provider = k8s.Provider(
             tenant_provider(t.name),
-            kubeconfig=self.automation_kubeconfig,
+            kubeconfig=pulumi.Output.secret(
+                self.automation_kubeconfig.apply(lambda k: endpoint_kubeconfig(k, self_endpoint))
+            ),
+            cluster=self_endpoint,
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.register_outputs({"endpoint": self.endpoint, "kubeconfig": self.kubeconfig})

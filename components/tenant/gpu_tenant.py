@@ -50,6 +50,8 @@ class GpuTenantArgs:
     releaser_image: pulumi.Input[str]
     # Kamaji's release, when this stack installs it (the TCP goes after it, and before it on destroy).
     depends_on: list[pulumi.Resource] = field(default_factory=list)
+    # False in a team stack: the platform made the tenant's namespaces (TeamAccess).
+    owns_namespaces: bool = True
 
 
 class GpuTenant(pulumi.ComponentResource):
@@ -77,6 +79,8 @@ class GpuTenant(pulumi.ComponentResource):
                 project=args.project,
                 stack=args.stack,
                 depends_on=args.depends_on,
+                owns_namespaces=args.owns_namespaces,
+                simulated=bool(t.pools_of(POOL_KWOK)),
             ),
             opts=child,
         )
@@ -118,7 +122,7 @@ class GpuTenant(pulumi.ComponentResource):
                 f"{name}-kwok",
                 KwokControllerArgs(
                     tenant=t.name,
-                    namespace=self.control_plane.namespace.metadata.name,
+                    namespace=self.control_plane.simulation_namespace,
                     server=f"https://{endpoint}",
                     pod_cidr=t.pod_cidr,
                     tenant_provider=provider,

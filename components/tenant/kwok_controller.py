@@ -15,7 +15,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import versions
-from components.config.names import TENANT_LABEL
+from components.config.names import TENANT_LABEL, simulation_secret
 from components.ops.simulated_nodes import KWOK_PORT, KWOK_RBAC_RULES, NODE_STAGES, kwok_args
 from components.tenant.service_account import scoped_kubeconfig
 
@@ -54,7 +54,9 @@ class KwokController(pulumi.ComponentResource):
         labels = {"app.kubernetes.io/name": "kwok", TENANT_LABEL: args.tenant}
         secret = k8s.core.v1.Secret(
             f"{name}-kubeconfig",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=f"{args.tenant}-kwok", namespace=args.namespace, labels=labels),
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=simulation_secret(args.tenant), namespace=args.namespace, labels=labels
+            ),
             # its node stages beside the kubeconfig: one volume, both read at start
             string_data={"kubeconfig": kubeconfig, "stages.yaml": NODE_STAGES},
             opts=on_management,
@@ -64,7 +66,9 @@ class KwokController(pulumi.ComponentResource):
         )
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=f"{args.tenant}-kwok", namespace=args.namespace, labels=labels),
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=simulation_secret(args.tenant), namespace=args.namespace, labels=labels
+            ),
             spec=k8s.apps.v1.DeploymentSpecArgs(
                 replicas=1,
                 strategy=k8s.apps.v1.DeploymentStrategyArgs(type="Recreate"),

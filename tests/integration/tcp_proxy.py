@@ -11,9 +11,9 @@ from tests.integration.cluster import free_port
 
 
 class TcpProxy:
-    def __init__(self, target_port: int):
+    def __init__(self, target_port: int, port: int | None = None):
         self.target = ("127.0.0.1", target_port)
-        self.port = free_port()
+        self.port = port or free_port()
         self._listener = socket.create_server(("127.0.0.1", self.port))
         self._conns: list[socket.socket] = []
         self._lock = threading.Lock()

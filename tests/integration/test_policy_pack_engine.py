@@ -4,20 +4,24 @@ programs whose GPU Pods/Deployments are previewed against the real kube-apiserve
 from __future__ import annotations
 
 import json
+import random
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
 import yaml
+from kubernetes import client
 
-from tests.policy.test_gpu_policies import TEAM_A
+from tests.integration.tcp_proxy import TcpProxy
+from tests.policy.test_gpu_policies import TEAM_A, TEAM_B
 from tests.unit.harness import load_config_file
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = Path(__file__).parent / "programs" / "gpu_pods"
-PACK_CONFIG = {"tenants": [TEAM_A]}
 POLICIES = (
     "gpu-tenant-known",
+    "gpu-usage-countable",
     "gpu-request-fits-one-card",
     "gpu-values-unknown-at-preview",
     "gpu-quota-per-tenant",
@@ -35,26 +39,96 @@ def slice_pod(name: str, mem: int = 20000, cores: int = 30) -> dict:
     }
 
 
+def node_port() -> int:
+    """A free loopback port in the NodePort range (where tenants' API servers listen)."""
+    for _ in range(200):
+        port = random.randint(30000, 32767)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no free port in the NodePort range")
+
+
+@pytest.fixture(scope="module")
+def tenant_endpoints(cluster):
+    """Each tenant's API server as the pack knows it (127.0.0.1:<NodePort>): a forwarder to the
+    test API server per tenant, so the pack attributes by the cluster a provider reaches."""
+    proxies = {name: TcpProxy(cluster.port, node_port()) for name in ("team-a", "team-b")}
+    ext = client.ApiextensionsV1Api(cluster.api_client())
+    ext.create_custom_resource_definition(PYTORCH_CRD)
+    yield {name: (p.port, p.kubeconfig(cluster.kubeconfig_text, cluster.port)) for name, p in proxies.items()}
+    ext.delete_custom_resource_definition(PYTORCH_CRD["metadata"]["name"])
+    for p in proxies.values():
+        p.close()
+
+
+PYTORCH_CRD = {
+    "metadata": {"name": "pytorchjobs.kubeflow.org"},
+    "spec": {
+        "group": "kubeflow.org",
+        "names": {"kind": "PyTorchJob", "plural": "pytorchjobs", "singular": "pytorchjob"},
+        "scope": "Namespaced",
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+            }
+        ],
+    },
+}
+CHART = {
+    "Chart.yaml": "apiVersion: v2\nname: trainer\nversion: 0.1.0\n",
+    "values.yaml": "resources: {}\n",
+    "templates/pod.yaml": "apiVersion: v1\nkind: Pod\nmetadata: {name: trainer}\nspec:\n  containers:\n"
+    "  - name: t\n    image: busybox\n    resources: {{- toYaml .Values.resources | nindent 6 }}\n",
+}
+
+
+def with_port(tenant: dict, port: int) -> dict:
+    return {**tenant, "apiPort": port}
+
+
 @pytest.fixture
-def program(pulumi_cli, cluster, tmp_path):
+def program(pulumi_cli, tenant_endpoints, tmp_path):
     if not (ROOT / ".venv" / "bin" / "python").exists():
         pytest.skip("the policy pack runs in the project's .venv (PulumiPolicy.yaml); run scripts/setup-venv.sh")
     work = tmp_path / "program"
     shutil.copytree(PROGRAM, work)
+    chart = tmp_path / "chart"
+    for name, text in CHART.items():
+        (chart / name).parent.mkdir(parents=True, exist_ok=True)
+        (chart / name).write_text(text)
     pulumi_cli("stack", "init", "test", cwd=work)
-    pulumi_cli("config", "set", "--secret", "kubeconfig", cluster.kubeconfig_text, cwd=work)
+    pulumi_cli("config", "set", "clusters", json.dumps(list(tenant_endpoints)), cwd=work)
+    pulumi_cli("config", "set", "chart", str(chart), cwd=work)
+    pulumi_cli("config", "set", "gpu-tenancy:cluster", json.dumps({"managementIp": "127.0.0.1"}), cwd=work)
+    for name, (_, kubeconfig) in tenant_endpoints.items():
+        pulumi_cli("config", "set", "--secret", f"kubeconfig-{name}", kubeconfig, cwd=work)
+    ports = {name: port for name, (port, _) in tenant_endpoints.items()}
+    default_pack = {"tenants": [with_port(TEAM_A, ports["team-a"])]}
     cfg = tmp_path / "policy-config.json"
-    cfg.write_text(json.dumps({name: PACK_CONFIG for name in POLICIES}))
 
     def preview(
-        workloads: list[dict], with_config: bool = True, extra_config: dict | None = None, pack: dict = PACK_CONFIG
+        workloads: list[dict], with_config: bool = True, extra_config: dict | None = None, pack: dict | None = None
     ):
         pulumi_cli("config", "set", "workloads", json.dumps(workloads), cwd=work)
-        cfg.write_text(json.dumps({name: pack for name in POLICIES}))
+        given = pack or default_pack
+        given = {"tenants": [with_port(t, ports.get(t["name"], 31999)) for t in given["tenants"]]}
+        cfg.write_text(json.dumps({name: given for name in POLICIES}))
         if extra_config:
             stack_file = work / "Pulumi.test.yaml"
             doc = yaml.safe_load(stack_file.read_text())
-            doc["config"].update(extra_config)
+            extra = dict(extra_config)
+            if "gpu-tenancy:tenants" in extra:
+                extra["gpu-tenancy:tenants"] = [
+                    with_port(t, ports.get(t["name"], 31999)) for t in extra["gpu-tenancy:tenants"]
+                ]
+            doc["config"].update(extra)
             stack_file.write_text(yaml.safe_dump(doc))
         args = ["preview", "--diff", "--policy-pack", str(ROOT / "policy")]
         if with_config:
@@ -167,4 +241,65 @@ def test_two_container_pod_that_fits_only_when_split_fails(program):
     # the same two containers as two pods fit: one whole card on each node
     apart = [{"name": f"one-{c}", "tenant": "team-a", "limits": whole} for c in "ab"]
     result = program(apart, pack=two_nodes)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+CARD = {"nvidia.com/gpu": "1"}  # a whole A100; team-a's quota is one card's memory and cores
+
+
+@pytest.mark.parametrize(
+    "kind", ["ReplicationController", "StatefulSet", "Job", "CronJob", "DaemonSet", "PyTorchJob", "HelmRelease"]
+)
+def test_every_kind_is_counted_or_refused(program, kind):
+    """Over budget in each kind: refused, by the quota (counted kinds) or as uncounted."""
+    w = {"name": "w", "kind": kind, "tenant": "team-a", "limits": CARD, "replicas": 2}
+    if kind == "CronJob":
+        w["spec"] = {"concurrencyPolicy": "Forbid"}
+    if kind == "DaemonSet":
+        w["limits"] = {"nvidia.com/gpu": "2"}  # two cards per pod on a one-card node
+    if kind == "HelmRelease":
+        w["values"] = {"resources": {"limits": {"nvidia.com/gpu": 4}}}
+    result = program([w])
+    assert result.returncode != 0, result.stdout
+    said = {
+        "PyTorchJob": "gpu-usage-countable",
+        "HelmRelease": "gpu-usage-countable",
+        "DaemonSet": "gpu-request-fits-one-card",
+    }.get(kind, "gpu-quota-per-tenant")
+    assert said in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("kind", ["PyTorchJob", "HelmRelease"])
+def test_an_uncounted_kind_passes_once_declared_within_budget(program, kind):
+    usage = {"gpus": 1, "gpumemMb": 20000, "gpucoresPercent": 30}
+    w = {"name": "w", "kind": kind, "tenant": "team-a", "limits": CARD}
+    if kind == "HelmRelease":
+        w["values"] = {"resources": {"limits": {"nvidia.com/gpu": 1}}, "gpu-tenancy/gpu-usage": usage}
+    else:
+        w["annotations"] = {"gpu-tenancy/gpu-usage": json.dumps(usage)}
+    result = program([w])
+    assert result.returncode == 0, result.stdout + result.stderr
+    over = json.dumps({**usage, "gpucoresPercent": 300})
+    if kind == "HelmRelease":
+        w["values"]["gpu-tenancy/gpu-usage"] = json.loads(over)
+    else:
+        w["annotations"] = {"gpu-tenancy/gpu-usage": over}
+    result = program([w])
+    assert result.returncode != 0 and "gpucores % 300 > quota 100" in result.stdout, result.stdout
+    assert "declares more than its GPU quota" in result.stdout or "over its GPU quota" in result.stdout
+
+
+def test_a_cronjob_whose_jobs_may_overlap_is_refused(program):
+    result = program([{"name": "nightly", "kind": "CronJob", "tenant": "team-a", "limits": CARD}])
+    assert result.returncode != 0 and "concurrencyPolicy" in result.stdout, result.stdout
+
+
+def test_a_team_b_label_through_team_a_cluster_is_refused(program):
+    both = {"tenants": [TEAM_A, TEAM_B]}
+    pod = {**slice_pod("p"), "tenant": "team-b", "via": "team-a"}
+    result = program([pod], pack=both)
+    assert result.returncode != 0
+    assert "labelled gpu-tenancy/tenant=team-b but created through provider" in result.stdout
+    assert "reaches tenant team-a's API server" in result.stdout
+    result = program([{**pod, "via": "team-b"}], pack=both)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -19,6 +19,7 @@ from pulumi_policy import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "policy"))
+import gpu_objects as go  # noqa: E402
 import gpu_policies as gp  # noqa: E402
 
 TEAM_A = {
@@ -50,7 +51,7 @@ def pod_spec(*containers: dict, init: list | None = None) -> dict:
 
 
 def obj(kind: str, name: str, spec: dict, tenant: str = "team-a", replicas: int | None = None) -> tuple[str, dict]:
-    typ = next(t for t in gp.POD_SPEC_PATHS if t.endswith(":" + kind))
+    typ = next(t for t in go.POD_SPEC_PATHS if t.endswith(":" + kind))
     meta = {"name": name, "labels": {gp.TENANT_LABEL: tenant}}
     if kind == "Pod":
         return typ, {"metadata": meta, "spec": spec}
@@ -66,17 +67,31 @@ def obj(kind: str, name: str, spec: dict, tenant: str = "team-a", replicas: int 
     return typ, {"metadata": meta, "spec": body}
 
 
-def provider(name: str) -> PolicyProviderResource:
+# The tenants' API servers: the default management address, NodePorts 31443 + their index.
+ENDPOINTS = {"team-a": "https://172.30.0.2:31443", "team-b": "https://172.30.0.2:31444"}
+UNSET = object()
+
+
+def provider(name: str, props: dict | None = None) -> PolicyProviderResource:
+    """A Kubernetes provider as the pack sees it; `team-x` reaches that tenant's API server (the
+    `cluster` input the program sets), any other name has no known cluster unless props say."""
+    if props is None:
+        props = {"cluster": ENDPOINTS[name]} if name in ENDPOINTS else {}
     return PolicyProviderResource(
-        "pulumi:providers:kubernetes", {}, f"urn:pulumi:s::p::pulumi:providers:kubernetes::{name}", name
+        "pulumi:providers:kubernetes", props, f"urn:pulumi:s::p::pulumi:providers:kubernetes::{name}", name
     )
 
 
-def run_resource(
-    policy: str, typ: str, props: dict, config: dict = CONFIG, via: PolicyProviderResource | None = None
-) -> list[str]:
+def via_label(props: dict) -> PolicyProviderResource | None:
+    """By default an object goes through the provider of the tenant its label names."""
+    label = (props.get("metadata") or {}).get("labels", {}).get(gp.TENANT_LABEL)
+    return provider(label) if label in ENDPOINTS else None
+
+
+def run_resource(policy: str, typ: str, props: dict, config: dict = CONFIG, via: object = UNSET) -> list[str]:
     out: list[str] = []
-    args = ResourceValidationArgs(typ, props, f"urn:pulumi:s::p::{typ}::x", "x", OPTS, via, config)
+    given = via_label(props) if via is UNSET else via
+    args = ResourceValidationArgs(typ, props, f"urn:pulumi:s::p::{typ}::x", "x", OPTS, given, config)
     POLICY[policy].validate(args, lambda msg, urn=None: out.append(msg))
     return out
 
@@ -85,7 +100,15 @@ def run_stack(policy: str, objs: list[tuple[str, dict]], config: dict = CONFIG) 
     out: list[str] = []
     resources = [
         PolicyResource(
-            t, p, f"urn:pulumi:s::p::{t}::{p['metadata']['name']}", p["metadata"]["name"], OPTS, None, None, [], {}
+            t,
+            p,
+            f"urn:pulumi:s::p::{t}::{p['metadata']['name']}",
+            p["metadata"]["name"],
+            OPTS,
+            via_label(p),
+            None,
+            [],
+            {},
         )
         for t, p in objs
     ]
@@ -186,7 +209,9 @@ def test_unattributable_object_in_a_multi_tenant_stack_is_refused():
     typ, props = slice_pod("p")
     del props["metadata"]["labels"]
     (msg,) = run_resource("gpu-tenant-known", typ, props)
-    assert "cannot tell which tenant it belongs to (configured: team-a, team-b); label it gpu-tenancy/tenant" in msg
+    assert (
+        "cannot tell which tenant's cluster the default provider reaches at preview (configured: team-a, team-b)" in msg
+    )
     assert POLICY["gpu-tenant-known"].enforcement_level == EnforcementLevel.MANDATORY
 
 
@@ -204,17 +229,49 @@ def test_label_naming_an_unconfigured_tenant_is_refused_even_with_one_tenant():
     assert "gpu-tenancy/tenant=team-z, a tenant with no quota configured (configured: team-a)" in msg
 
 
-def test_a_label_cannot_move_usage_to_another_tenants_quota():
+def kubeconfig(server: str) -> str:
+    return (
+        f"apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: '{server}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+        "current-context: x\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "via",
+    [
+        provider("team-a"),  # the cluster input the program's tenant providers set
+        provider("anything", {"kubeconfig": kubeconfig("https://172.30.0.2:31443")}),  # a known kubeconfig
+        provider("team-b-cp-k8s", {"kubeconfig": kubeconfig("https://172.30.0.2:31443")}),  # the name does not count
+    ],
+)
+def test_a_label_cannot_move_usage_to_another_tenants_quota(via):
     typ, props = slice_pod("p", tenant="team-b")
-    (msg,) = run_resource("gpu-tenant-known", typ, props, via=provider("team-a-cp-k8s"))
-    assert "labelled gpu-tenancy/tenant=team-b but created through tenant team-a's provider" in msg
-    assert run_resource("gpu-tenant-known", typ, props, via=provider("team-b-cp-k8s")) == []
+    (msg,) = run_resource("gpu-tenant-known", typ, props, via=via)
+    assert "labelled gpu-tenancy/tenant=team-b but created through provider" in msg
+    assert "reaches tenant team-a's API server (172.30.0.2:31443)" in msg
+    assert run_resource("gpu-tenant-known", typ, props, via=provider("team-b")) == []
+
+
+@pytest.mark.parametrize(
+    ("via", "said"),
+    [
+        (provider("x"), "cannot tell which tenant's cluster provider 'x' reaches"),
+        (None, "cannot tell which tenant's cluster the default provider reaches"),
+        (provider("team-b-cp-k8s", {}), "cannot tell which tenant's cluster provider 'team-b-cp-k8s'"),
+        (provider("y", {"kubeconfig": kubeconfig("https://10.9.9.9:6443")}), "reaches 10.9.9.9:6443: the API server"),
+    ],
+)
+def test_a_labelled_object_through_an_unknown_cluster_is_refused(via, said):
+    typ, props = slice_pod("p", tenant="team-b")
+    (msg,) = run_resource("gpu-tenant-known", typ, props, via=via)
+    assert said in msg
 
 
 def test_the_provider_attributes_an_unlabelled_object():
     typ, props = slice_pod("p", mem=24000)
     del props["metadata"]["labels"]
-    (msg,) = run_resource("gpu-request-fits-one-card", typ, props, via=provider("team-b-cp-k8s"))
+    (msg,) = run_resource("gpu-request-fits-one-card", typ, props, via=provider("team-b"))
     assert msg.startswith("tenant team-b:") and "exceeds one NVIDIA L4 24GB card" in msg
 
 
@@ -260,13 +317,16 @@ def test_unknown_replicas_count_as_one_and_are_said():
     )
     props["spec"]["replicas"] = UNKNOWN_NUMBER_VALUE
     props = unknown_checking_proxy(props)
-    w = gp.workload_of(typ, props, "d")
+    w = go.workload_of(typ, props, "d")
     assert w.replicas == 1 and w.unknown == ["spec.replicas"]
     (said,) = run_resource("gpu-values-unknown-at-preview", typ, props)
-    assert "unknown spec.replicas (replicas counted as 1)" in said
+    assert "unknown spec.replicas (counted at the least it can be: one replica" in said
     pods = [slice_pod(f"p{i}") for i in range(3)] + [(typ, props)]
     (msg,) = run_stack("gpu-quota-per-tenant", pods)
-    assert "gpucores % 120 > quota 100" in msg and "Deployment d x1" in msg
+    assert (
+        "gpucores % 120 > quota 100" in msg
+        and "Deployment d (values unknown at preview, counted at their least) x1" in msg
+    )
 
 
 # --- stack policies: quota sums and fleet fit -------------------------------------------------
@@ -344,7 +404,13 @@ def analyze(props: dict, typ: str = "kubernetes:core/v1:Pod") -> list[tuple[str,
     )
     s = struct_pb2.Struct()
     s.update(props)
-    resp = servicer.Analyze(proto.AnalyzeRequest(type=typ, properties=s, urn="urn:pulumi:s::p::t::x", name="x"), None)
+    reach = struct_pb2.Struct()
+    reach.update({"cluster": ENDPOINTS["team-a"]})
+    via = proto.AnalyzerProviderResource(
+        type="pulumi:providers:kubernetes", properties=reach, urn="urn:p", name="team-a"
+    )
+    request = proto.AnalyzeRequest(type=typ, properties=s, urn="urn:pulumi:s::p::t::x", name="x", provider=via)
+    resp = servicer.Analyze(request, None)
     return [(d.policyName, d.message) for d in resp.diagnostics]
 
 

@@ -203,6 +203,9 @@ def run_program(config: dict[str, Any], stack: str = "dev", secret_keys: tuple[s
 
     @pulumi.runtime.test
     def program():
+        root = pulumi.runtime.settings.get_root_resource()
+        if root is not None and isinstance(getattr(root, "outputs", None), dict):
+            root.outputs.clear()  # the exports of this run only, not an earlier one's
         runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
         exports = pulumi.runtime.settings.get_root_resource().outputs
         return pulumi.Output.all(*[_describe(v) for v in exports.values()]).apply(

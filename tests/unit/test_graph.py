@@ -4,6 +4,7 @@ to each chart and custom resource, secrets kept secret. Providers and engine are
 import pytest
 import yaml
 
+from components.ops.kube import endpoint_kubeconfig
 from components.ops.release_controller import RBAC_RULES
 from tests.unit.harness import (
     JOIN_TOKEN,
@@ -54,8 +55,11 @@ def test_tenant_edges(rec, team):
     assert {"kamaji-kamaji", f"{team}-cp-ns"} <= deps(rec, f"{team}-cp-tcp")
     secret = rec.named(f"{team}-cp-admin-kubeconfig")
     assert secret.read_id == f"tenant-{team}/{team}-admin-kubeconfig"
-    kc = rec.named(f"{team}-cp-k8s").inputs["kubeconfig"]
-    assert kc == {"secret": TENANT_SUPER}
+    # the provider: Kamaji's super-admin credential, its cluster named by the endpoint (known at preview)
+    provider = rec.named(f"{team}-cp-k8s").inputs
+    endpoint = provider["cluster"]
+    assert endpoint == f"https://172.30.0.2:{31443 if team == 'team-a' else 31444}"
+    assert provider["kubeconfig"] == {"secret": endpoint_kubeconfig(TENANT_SUPER, endpoint)}
     # every tenant-side object goes through the tenant's own provider
     tenant_side = [
         f"{team}-bootstrap-node-bootstrapper",

@@ -100,13 +100,18 @@ def test_one_kwok_controller_for_the_tenant_with_kwok_pools_only(kwok):
     assert not [r for r in kwok.registrations if r.name.startswith("team-b-kwok")]
 
 
-def test_kwok_deployment_runs_beside_the_control_plane(kwok):
+def test_kwok_deployment_runs_in_its_own_namespace_beside_the_control_plane(kwok):
+    """Not in the control plane's namespace: KWOK runs pods, and that namespace holds Kamaji's
+    certificates and datastore credentials."""
     d = kwok.named("team-a-kwok-deployment")
     assert provider_name(d) == "management-k8s"
-    namespace = kwok.named("team-a-cp-ns").inputs["metadata"]["name"]
-    assert namespace == "tenant-team-a"
+    assert kwok.named("team-a-cp-ns").inputs["metadata"]["name"] == "tenant-team-a"
+    namespace = kwok.named("team-a-cp-sim-ns").inputs["metadata"]["name"]
+    assert namespace == "tenant-team-a-sim"
     assert d.inputs["metadata"]["namespace"] == namespace
-    assert "team-a-cp-ns" in deps(kwok, "team-a-kwok-deployment")
+    assert kwok.named("team-a-kwok-kubeconfig").inputs["metadata"]["namespace"] == namespace
+    assert "team-a-cp-sim-ns" in deps(kwok, "team-a-kwok-deployment")
+    assert not [r for r in kwok.registrations if r.name == "team-b-cp-sim-ns"]  # no kwok pool there
     spec = d.inputs["spec"]
     assert spec["replicas"] == 1
     assert spec["strategy"] == {"type": "Recreate"}  # two controllers would fight over the nodes
@@ -136,7 +141,7 @@ def test_kwok_kubeconfig_is_a_secret_for_its_own_least_privilege_account(kwok):
     secret = kwok.named("team-a-kwok-kubeconfig")
     assert secret.type == "kubernetes:core/v1:Secret"
     assert provider_name(secret) == "management-k8s"
-    assert secret.inputs["metadata"]["namespace"] == "tenant-team-a"
+    assert secret.inputs["metadata"]["namespace"] == "tenant-team-a-sim"
     kubeconfig = secret.inputs["stringData"]["secret"]["kubeconfig"]  # a Pulumi secret as a whole
     assert SA_TOKEN in kubeconfig and "server: https://172.30.0.2:31443" in kubeconfig
     assert "client-key-data" not in kubeconfig and "super" not in kubeconfig  # not the admin's

@@ -1,9 +1,14 @@
 """The three ways to run the program: lab (tested in test_graph), platform, team."""
 
+import base64
+import json
+
 import pytest
 
 from components.config.model import ConfigError, load_stack_config
-from tests.unit.harness import ROOT, TENANT_SUPER, ProgramMocks, load_config_file, run_program
+from components.ops.kube import cluster_ca, token_kubeconfig
+from components.platform.team_access import control_plane_rules, simulation_rules
+from tests.unit.harness import ROOT, TENANT_SUPER, ProgramMocks, load_config_file, provider_name, run_program
 
 PLATFORM = load_config_file(ROOT / "Pulumi.platform.yaml")
 TEAM_A = load_config_file(ROOT / "Pulumi.team-a.yaml")
@@ -14,11 +19,26 @@ def raw(config):
     return {k.split(":", 1)[1]: v for k, v in config.items()}
 
 
+def jwt(exp: float) -> str:
+    body = base64.urlsafe_b64encode(json.dumps({"exp": exp}).encode()).decode().rstrip("=")
+    return f"e30.{body}.sig"
+
+
+TOKEN = jwt(4102444800)  # 2100-01-01
+CA = cluster_ca(TENANT_SUPER)
+
+
+def team_config(config):
+    """A team stack's config with the token its platform owner set (a secret)."""
+    return {**config, "gpu-tenancy:managementToken": TOKEN}
+
+
 @pytest.fixture
 def platform_outputs():
     ProgramMocks.stack_outputs = {
         "platform": {
-            "managementKubeconfig": TENANT_SUPER,
+            "managementServer": "https://172.31.0.2:6443",
+            "managementCa": CA,
             "network": "gpu-platform",
             "lab": "gpu-platform",
             "address": "172.31.0.2",
@@ -40,16 +60,52 @@ def test_platform_stack_builds_cluster_and_kamaji_and_exports_for_teams():
     assert "gpu-tenancy:index:GpuTenant" not in types
     out = rec.stack_outputs["platform"]
     assert out["network"] == "gpu-platform" and out["lab"] == "gpu-platform" and out["address"] == "172.31.0.2"
-    assert "secret" in out["managementKubeconfig"]
+    # no credential anywhere in what the platform exports; team stacks get server and CA only
+    assert "managementKubeconfig" not in rec.stack_outputs
+    assert out["managementServer"] == "https://172.31.0.2:6443" and out["managementCa"]
+    assert "secret" not in json.dumps(out) and "token" not in json.dumps(out).lower()
     assert out["teams"] == [
         {"name": "team-a", "apiPort": 31443, "konnectivityPort": 31132},
         {"name": "team-b", "apiPort": 31444, "konnectivityPort": 31133},
     ]
 
 
+def test_platform_stack_gives_each_team_its_own_limited_identity():
+    rec = run_program(PLATFORM, stack="platform")
+    for name in ("team-a", "team-b"):
+        assert rec.named(f"team-{name}-cp-ns").inputs["metadata"]["name"] == f"tenant-{name}"
+        assert rec.named(f"team-{name}-sim-ns").inputs["metadata"]["name"] == f"tenant-{name}-sim"
+        account = rec.named(f"team-{name}-account").inputs["metadata"]
+        assert account == {"name": "gpu-tenancy-team", "namespace": f"tenant-{name}"}
+        assert rec.named(f"team-{name}-cp-role").inputs["rules"] == control_plane_rules(name)
+        assert rec.named(f"team-{name}-sim-role").inputs["rules"] == simulation_rules(name)
+        binding = rec.named(f"team-{name}-tcp-policy-binding").inputs["spec"]
+        assert binding["matchResources"]["namespaceSelector"]["matchLabels"] == {
+            "kubernetes.io/metadata.name": f"tenant-{name}"
+        }
+    # nothing cluster-wide is granted to a team
+    assert not [r for r in rec.registrations if r.type.startswith("kubernetes:rbac.authorization.k8s.io/v1:Cluster")]
+
+
+def test_a_team_stack_without_its_token_stops_naming_the_key():
+    with pytest.raises(ConfigError) as err:
+        load_stack_config("gpu-tenancy", raw(TEAM_A))
+    assert [k for k, _ in err.value.problems] == ["gpu-tenancy:managementToken"]
+    assert "scripts/grant-team.sh" in err.value.problems[0][1]
+
+
+def test_an_expired_team_token_stops_with_a_plain_error(platform_outputs):
+    with pytest.raises(Exception, match="managementToken expired .* renew it"):
+        run_program(
+            {**TEAM_A, "gpu-tenancy:managementToken": jwt(1000)},
+            stack="team-a",
+            secret_keys=("gpu-tenancy:managementToken",),
+        )
+
+
 @pytest.mark.parametrize(("config", "team", "stack"), [(TEAM_A, "team-a", "team-a"), (TEAM_B, "team-b", "team-b")])
 def test_team_stack_creates_only_its_tenant_on_the_platform(platform_outputs, config, team, stack):
-    rec = run_program(config, stack=stack)
+    rec = run_program(team_config(config), stack=stack, secret_keys=("gpu-tenancy:managementToken",))
     types = {r.type for r in rec.registrations}
     assert "gpu-tenancy:index:ManagementCluster" not in types and "gpu-tenancy:index:KamajiPlatform" not in types
     assert not [r for r in rec.registrations if r.name.startswith("management-")]
@@ -58,7 +114,10 @@ def test_team_stack_creates_only_its_tenant_on_the_platform(platform_outputs, co
     assert [r.name for r in rec.of_type("gpu-tenancy:index:GpuTenant")] == [team]
     tcp = rec.named(f"{team}-cp-tcp")
     assert tcp.provider.split("::")[-2] == "platform-k8s"
-    assert rec.named("platform-k8s").inputs["kubeconfig"] == {"secret": TENANT_SUPER}
+    # the team's own token, never the admin; the namespaces are the platform's (not created here)
+    expected = token_kubeconfig("https://172.31.0.2:6443", CA, TOKEN, "gpu-tenancy-team")
+    assert rec.named("platform-k8s").inputs["kubeconfig"] == {"secret": expected}
+    assert all(provider_name(n) == f"{team}-cp-k8s" for n in rec.of_type("kubernetes:core/v1:Namespace"))
     worker = rec.named(f"{team}-worker-0-container").inputs
     assert worker["name"] == f"gpu-platform-{team}-worker-0"
     assert worker["networksAdvanced"][0]["name"] == "gpu-platform"
@@ -66,7 +125,8 @@ def test_team_stack_creates_only_its_tenant_on_the_platform(platform_outputs, co
 
 
 def test_two_team_stacks_cannot_collide():
-    a, b = load_stack_config("gpu-tenancy", raw(TEAM_A)), load_stack_config("gpu-tenancy", raw(TEAM_B))
+    a = load_stack_config("gpu-tenancy", raw(TEAM_A), management_token_given=True)
+    b = load_stack_config("gpu-tenancy", raw(TEAM_B), management_token_given=True)
     ta, tb = a.tenants[0], b.tenants[0]
     assert ta.name != tb.name
     assert {ta.api_port, ta.konnectivity_port}.isdisjoint({tb.api_port, tb.konnectivity_port})
@@ -80,7 +140,7 @@ def test_two_team_stacks_cannot_collide():
 def test_team_stack_that_does_not_match_the_registry_stops(platform_outputs):
     config = {**TEAM_A, "gpu-tenancy:tenants": [dict(TEAM_A["gpu-tenancy:tenants"][0], apiPort=31444)]}
     with pytest.raises(Exception, match="reserved 31443/31132 for it"):
-        run_program(config, stack="team-a")
+        run_program(team_config(config), stack="team-a", secret_keys=("gpu-tenancy:managementToken",))
 
 
 @pytest.mark.parametrize(
@@ -92,7 +152,7 @@ def test_team_stack_that_does_not_match_the_registry_stops(platform_outputs):
 )
 def test_bad_team_config(change, key, text):
     with pytest.raises(ConfigError) as err:
-        load_stack_config("gpu-tenancy", raw({**TEAM_A, **change}))
+        load_stack_config("gpu-tenancy", raw({**TEAM_A, **change}), management_token_given=True)
     assert [k for k, _ in err.value.problems] == [key]
     assert text in err.value.problems[0][1]
 

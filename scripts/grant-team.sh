@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The platform owner gives a team stack its management-cluster credential: a bound token of the
+# team's own ServiceAccount (made by the platform stack), valid HOURS (default 720), set as the
+# team stack's secret config `managementToken`. The admin kubeconfig and the token go through pipes
+# only: never a file, never an argument.
+#   scripts/grant-team.sh TEAM [HOURS]            # docker mode: the admin kubeconfig from the k3s container
+#   MANAGEMENT_KUBECONFIG=admin.yaml scripts/grant-team.sh TEAM [HOURS]   # an adopted cluster
+# Env: PLATFORM_STACK (default platform), TEAM_STACK (default TEAM), PULUMI_PROJECT_DIR (the team
+# stack's project, default this one), PULUMI_BACKEND_URL and the passphrase as for `up`.
+# Run it again to renew (before the token expires); the team stack's next `up` uses the new one.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+team=${1:?usage: scripts/grant-team.sh TEAM [HOURS]}
+hours=${2:-720}
+platform=${PLATFORM_STACK:-platform}
+stack=${TEAM_STACK:-$team}
+admin_kubeconfig() {
+  if [ -n "${MANAGEMENT_KUBECONFIG:-}" ]; then
+    cat "$MANAGEMENT_KUBECONFIG"
+    return
+  fi
+  local lab ip
+  lab=$(pulumi config get --stack "$platform" --path 'gpu-tenancy:cluster.name')
+  ip=$(pulumi config get --stack "$platform" --path 'gpu-tenancy:cluster.managementIp')
+  docker exec "$lab-k3s" cat /etc/rancher/k3s/k3s.yaml | sed "s#https://127.0.0.1:6443#https://$ip:6443#"
+}
+admin_kubeconfig | .venv/bin/python -m components.ops.team_token --team "$team" --hours "$hours" \
+  | pulumi --cwd "${PULUMI_PROJECT_DIR:-$ROOT}" config set --secret --stack "$stack" managementToken
+echo "team $team: managementToken set on stack $stack (valid $hours h)" >&2
