@@ -29,6 +29,7 @@ from tests.integration.cluster import add_node, free_port, start_cluster
 from tests.integration.conftest import ROOT, require
 from tests.integration.hami_stand_in import hami_bind, hami_event, new_pod, wait_for_pod, wait_released
 from tests.integration.tcp_proxy import TcpProxy
+from tests.support.release_process import http_status
 
 pytestmark = pytest.mark.integration
 
@@ -267,16 +268,6 @@ def _metrics(port: int) -> dict[str, float]:
     }
 
 
-def _status(port: int, path: str) -> int:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
-            return resp.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except urllib.error.URLError:
-        return 0  # not listening yet
-
-
 def test_command_with_least_privilege_releases_a_pod_made_with_the_plain_client(cluster, ns, node, tmp_path):
     """`python -m components.ops.release_controller` as the lab's container runs it: its own
     ServiceAccount limited to RBAC_RULES, /metrics and /healthz on its port."""
@@ -309,7 +300,7 @@ def test_command_with_least_privilege_releases_a_pod_made_with_the_plain_client(
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (proc.poll() is not None or _status(port, "/readyz") != 200):
+        while time.monotonic() < deadline and (proc.poll() is not None or http_status(port, "/readyz") != 200):
             assert proc.poll() is None, (tmp_path / "controller.log").read_text()
             time.sleep(0.2)
         new_pod(core, ns, "kubectl-made")
@@ -320,7 +311,7 @@ def test_command_with_least_privilege_releases_a_pod_made_with_the_plain_client(
         freed = metrics.get("gpu_tenancy_locks_freed_at_allocation_total", 0)
         assert freed + metrics.get("gpu_tenancy_releases_total|outcome=released", 0) >= 1
         assert metrics["gpu_tenancy_release_delay_seconds_count"] >= 1
-        assert _status(port, "/healthz") == 200
+        assert http_status(port, "/healthz") == 200
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0
         text = (tmp_path / "controller.log").read_text()
@@ -445,18 +436,18 @@ def test_a_refused_pod_is_retried_alone_and_makes_healthz_fail_until_it_is_relea
                 assert phase(core, ns, "refused") == ha.PHASE_ALLOCATING
                 assert sample(c, "gpu_tenancy_pods_not_handled_total", reason=f"refused-{status}") == 1
                 deadline = time.monotonic() + 15
-                while time.monotonic() < deadline and _status(port, "/healthz") == 200:
+                while time.monotonic() < deadline and http_status(port, "/healthz") == 200:
                     time.sleep(0.2)
-                assert _status(port, "/healthz") == 503
+                assert http_status(port, "/healthz") == 503
                 assert f"{ns}/refused" in c.health()[1]
                 assert sample(c, "gpu_tenancy_pod_retries_total") >= 2, "not retried"
                 drop_policy(cluster, policy)
                 policy = ""
                 wait_released(core, ns, "refused", other, timeout=30)
                 deadline = time.monotonic() + 10
-                while time.monotonic() < deadline and _status(port, "/healthz") != 200:
+                while time.monotonic() < deadline and http_status(port, "/healthz") != 200:
                     time.sleep(0.2)
-                assert _status(port, "/healthz") == 200
+                assert http_status(port, "/healthz") == 200
         assert caplog.text.count(f"{ns}/refused: not released") == 1
     finally:
         if server:
