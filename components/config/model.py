@@ -346,6 +346,11 @@ class WorkloadConfig(_Model):
         return Demand(f"{self.kind} {self.name}", self.pod(card), self.replicas, self.fail_on_pending)
 
 
+# A join token is short-lived: `up` renews it while machines are still to join.
+DEFAULT_JOIN_TOKEN_HOURS = 2
+MAX_JOIN_TOKEN_HOURS = 24
+
+
 class PoolConfig(_Model):
     """A group of worker nodes of one mode (see POOL_MODES); a tenant has one or more."""
 
@@ -359,13 +364,15 @@ class PoolConfig(_Model):
     nodes: _integer(1, MAX_KWOK_NODES) = Field(
         1, description=f"nodes in the pool (docker at most {MAX_WORKERS}, external at most {MAX_EXTERNAL_NODES})"
     )
-    join_token_hours: _integer(1, 168, " h") | None = Field(
-        None, description="external pools: lifetime of the join token the stack outputs (default 24)"
+    join_token_hours: _integer(1, MAX_JOIN_TOKEN_HOURS, " h") | None = Field(
+        None,
+        description="external pools: lifetime of the join token the stack outputs "
+        f"(default {DEFAULT_JOIN_TOKEN_HOURS}); `up` renews it while machines are still to join "
+        "and revokes it once all have",
     )
 
 
 DEFAULT_POOLS = ({"name": "worker", "mode": POOL_DOCKER, "nodes": 1},)
-DEFAULT_JOIN_TOKEN_HOURS = 24
 
 
 class TenantConfig(_Model):

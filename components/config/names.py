@@ -13,6 +13,16 @@ def releaser_name(lab: str, tenant: str) -> str:
     return f"{lab}-{tenant}-releaser"
 
 
+def kwok_name(lab: str, tenant: str) -> str:
+    """Docker name of a tenant's KWOK container (its token keeper: `<name>-token-keeper`)."""
+    return f"{lab}-{tenant}-kwok"
+
+
+def tokens_volume(container: str) -> str:
+    """Docker volume where a controller's renewed token outlives its container."""
+    return f"{container}-tokens"
+
+
 def worker_name(cluster: str, tenant: str, pool: str, index: int) -> str:
     """Container, hostname and Node name of a pool's node; the config checks that they are unique
     across pools and tenants (the default docker pool is named `worker`)."""
@@ -37,8 +47,17 @@ RESERVED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", HAMI_NAM
 
 
 def tenant_provider(tenant: str) -> str:
-    """Resource name of the tenant's Kubernetes provider (the policy pack attributes by it)."""
+    """Resource name of the tenant's Kubernetes provider (on the automation identity)."""
     return f"{tenant}-cp-k8s"
+
+
+def bootstrap_provider(tenant: str) -> str:
+    """Resource name of the provider on the tenant's super-admin, which only makes the automation identity."""
+    return f"{tenant}-bootstrap-k8s"
+
+
+# The stack's own identity inside each tenant (kube-system), bound to cluster-admin.
+AUTOMATION_ACCOUNT = "gpu-tenancy-automation"
 
 
 # On a workload declared with failOnPending: false (the pack then leaves it out of the fit).
@@ -59,18 +78,9 @@ def tenant_namespace(tenant: str) -> str:
     return f"tenant-{tenant}"
 
 
-def simulation_namespace(tenant: str) -> str:
-    return f"tenant-{tenant}-sim"
-
-
 def admin_kubeconfig_secret(tenant: str) -> str:
     """Kamaji's Secret with the TenantControlPlane's kubeconfigs (`<tcp>-admin-kubeconfig`)."""
     return f"{tenant}-admin-kubeconfig"
-
-
-def simulation_secret(tenant: str) -> str:
-    """KWOK's kubeconfig (and node stages) Secret; also its Deployment's name."""
-    return f"{tenant}-kwok"
 
 
 # A team's identity in the management cluster (a ServiceAccount in its tenant namespace).

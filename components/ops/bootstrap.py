@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import secrets
 import string
 import time
@@ -135,10 +136,10 @@ def join_configuration(endpoint: str, token: str, ca_hash: str, node_name: str) 
 
 
 def machine_join(endpoint: str, token: str, ca_hash: str, labels: dict[str, str]) -> dict[str, str]:
-    """How a team joins its own machines: kubeadm's classic command, CA pinned, and the same as a
-    JoinConfiguration that also sets the node's labels (preferred: the token stays off the
-    machine's process list and shell history, and the labels are there from the first heartbeat)."""
-    node_labels = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    """How a team joins its own machines: a JoinConfiguration (`kubeadm join --config`), the CA
+    pinned and the node's labels set. Only this form is given: the token stays in a file, off the
+    machine's process list and shell history, and the labels are there from the first heartbeat."""
+    node_labels = label_selector(labels)
     configuration = yaml.safe_dump(
         {
             "apiVersion": "kubeadm.k8s.io/v1beta4",
@@ -150,11 +151,38 @@ def machine_join(endpoint: str, token: str, ca_hash: str, labels: dict[str, str]
         },
         sort_keys=False,
     )
-    return {
-        "command": f"kubeadm join {endpoint} --token {token} --discovery-token-ca-cert-hash {ca_hash}",
-        "configuration": configuration,
-        "labels": node_labels,
-    }
+    return {"configuration": configuration, "labels": node_labels}
+
+
+def label_selector(labels: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def joined_nodes(core: Any, labels: dict[str, str]) -> int:
+    """How many Nodes carry the pool's labels: the machines that have joined with its token."""
+    found = json.loads(core.list_node(label_selector=label_selector(labels), _preload_content=False).data)
+    return len(found.get("items") or [])
+
+
+# A pool's join token is renewed by `up` once less than this share of its life is left, so the
+# join the stack outputs is never about to lapse while machines are still to join.
+JOIN_RENEW_SHARE = 0.25
+KEEP, RENEW, REVOKE = "keep", "renew", "revoke"
+
+
+def join_token_verdict(
+    expiration: str | None, ttl_seconds: int, revoked: bool, joined: int | None, expected: int, now: float
+) -> str:
+    """What `up` does with a pool's join token: REVOKE it once every expected machine is a Node;
+    RENEW it (a fresh token) while machines are still to join and it is revoked, expired or in the
+    last JOIN_RENEW_SHARE of its life; otherwise KEEP. `joined` is None when the tenant could not
+    be asked: then time alone decides and nothing is revoked."""
+    if joined is not None and joined >= expected:
+        return KEEP if revoked else REVOKE
+    if revoked or not expiration:
+        return RENEW
+    left = datetime.fromisoformat(expiration.replace("Z", "+00:00")).timestamp() - now
+    return RENEW if left < ttl_seconds * JOIN_RENEW_SHARE else KEEP
 
 
 def _node(core: Any, name: str) -> dict[str, Any] | None:

@@ -51,9 +51,15 @@ def _with_default_timeout(api_client: Any, timeout: tuple[float, float]) -> Any:
     return api_client
 
 
-def api_client(kubeconfig: str, timeout: tuple[float, float] = REQUEST_TIMEOUT, connections: int = 4) -> Any:
+def api_client(
+    kubeconfig: str,
+    timeout: tuple[float, float] = REQUEST_TIMEOUT,
+    connections: int = 4,
+    token: Callable[[], str] | None = None,
+) -> Any:
     """An ApiClient for a kubeconfig's text; made per use, never kept on a pickled provider.
-    `connections`: the HTTP pool size, for callers that send requests from several threads."""
+    `connections`: the HTTP pool size, for callers that send requests from several threads.
+    `token`: asked for the bearer token before each request (a token that is renewed)."""
     from kubernetes import client as k8s_client
     from kubernetes.config import kube_config
 
@@ -68,17 +74,25 @@ def api_client(kubeconfig: str, timeout: tuple[float, float] = REQUEST_TIMEOUT, 
             configuration = k8s_client.Configuration()
             configuration.connection_pool_maxsize = connections
             kube_config.load_kube_config_from_dict(doc, client_configuration=configuration)
+            if token is not None:
+                # the key the loader sets (and auth_settings reads first)
+                configuration.refresh_api_key_hook = lambda c: c.api_key.update(BearerToken=f"Bearer {token()}")
             client = k8s_client.ApiClient(configuration)
         finally:
             kube_config._create_temp_file_with_content = original
     return _with_default_timeout(client, timeout)
 
 
-def core_api(kubeconfig: str, timeout: tuple[float, float] = REQUEST_TIMEOUT, connections: int = 4) -> Any:
+def core_api(
+    kubeconfig: str,
+    timeout: tuple[float, float] = REQUEST_TIMEOUT,
+    connections: int = 4,
+    token: Callable[[], str] | None = None,
+) -> Any:
     """A CoreV1Api for a kubeconfig's text (see api_client)."""
     from kubernetes import client
 
-    return client.CoreV1Api(api_client(kubeconfig, timeout, connections))
+    return client.CoreV1Api(api_client(kubeconfig, timeout, connections, token))
 
 
 def token_kubeconfig(server: str, ca_data: str, token: str, name: str = "gpu-tenancy") -> str:
@@ -94,6 +108,14 @@ def token_kubeconfig(server: str, ca_data: str, token: str, name: str = "gpu-ten
         },
         sort_keys=False,
     )
+
+
+def token_file_kubeconfig(server: str, ca_data: str, path: str, name: str = "gpu-tenancy") -> str:
+    """A kubeconfig whose token is read from `path` (client-go re-reads it every minute), for a
+    client whose token a keeper renews (components.ops.bound_token)."""
+    doc = yaml.safe_load(token_kubeconfig(server, ca_data, "", name))
+    doc["users"][0]["user"] = {"tokenFile": path}
+    return yaml.safe_dump(doc, sort_keys=False)
 
 
 def cluster_ca(kubeconfig: str) -> str:

@@ -22,7 +22,8 @@ for two watch periods, a worker died, or a pod bound to a mock node is still all
 is restarted. `/readyz` answers once the first list is done. `/metrics` is prometheus_client's.
 
 No Pulumi import: the lab runs it in a container per tenant (`--kubeconfig` a file the stack
-uploads), and `python -m components.ops.release_controller` runs it anywhere else.
+uploads, its bound token kept renewed with `--token-file`), and
+`python -m components.ops.release_controller` runs it anywhere else.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import threading
 import time
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import tenacity
@@ -46,6 +48,7 @@ from components.config.names import MOCK_GPU_NODE_LABEL
 from components.gpu import hami_annotations as ha
 from components.ops import hami_reasons
 from components.ops import lock_release as lr
+from components.ops.bound_token import TokenExpiredError, TokenKeeper
 from components.ops.kube import REQUEST_TIMEOUT, core_api, get_json, http_status
 from components.ops.workqueue import WorkQueue
 
@@ -575,6 +578,15 @@ def exit_when_unhealthy(controller: ReleaseController, grace: float, interval: f
     return thread
 
 
+def keep_token(keeper: TokenKeeper, controller: ReleaseController) -> None:
+    """Renew the controller's token until it stops; with every token expired, stop it (exit)."""
+    try:
+        keeper.run(controller.stopping)
+    except TokenExpiredError as exc:
+        log.error("%s", exc)
+        controller.stop()
+
+
 def _label(value: str) -> tuple[str, str]:
     key, sep, val = value.partition("=")
     if not sep or not key:
@@ -612,11 +624,24 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SECONDS",
         help="exit (code 3) once /healthz has failed this long, so a supervisor restarts the controller",
     )
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        help="keep the kubeconfig's bound token renewed in this file and use it (components.ops.bound_token)",
+    )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     with open(args.kubeconfig) as f:
-        core = core_api(f.read(), connections=args.workers + 2)
+        kubeconfig = f.read()
+    keeper = TokenKeeper(kubeconfig, args.token_file) if args.token_file else None
+    if keeper is not None:
+        try:
+            keeper.renew_if_due()
+        except TokenExpiredError as exc:
+            log.error("%s", exc)
+            return 2
+    core = core_api(kubeconfig, connections=args.workers + 2, token=keeper.current if keeper else None)
     controller = ReleaseController(
         core,
         namespace=args.namespace,
@@ -634,6 +659,8 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, lambda *_: controller.stop())
     if args.exit_when_unhealthy is not None:
         exit_when_unhealthy(controller, args.exit_when_unhealthy)
+    if keeper is not None:
+        threading.Thread(target=keep_token, args=(keeper, controller), name="token", daemon=True).start()
     log.info("release controller: metrics and health on http://%s:%s", host, port)
     controller.run()
     server.shutdown()

@@ -1,10 +1,9 @@
 """TeamAccess: what one registered team may do in the shared management cluster, and nothing more.
 
-The platform stack makes, per team: the team's two namespaces (`tenant-<team>` for its
+The platform stack makes, per team: the team's namespace (`tenant-<team>`, for its
 TenantControlPlane, where Kamaji also keeps the control plane's certificates and datastore
-credentials; `tenant-<team>-sim` for its simulated-node controller, which runs pods and so must
-not share a namespace with those Secrets), a ServiceAccount, Roles limited to what the team
-stack does there, and an admission policy that holds the team's TenantControlPlane to the
+credentials), a ServiceAccount, a Role limited to what the team stack does there, and an
+admission policy that holds the team's TenantControlPlane to the
 platform's DataStore, a schema of its own and the NodePorts the registry reserved for it, with
 no extra containers, volumes or arguments (which would run code or mount files in the shared
 cluster). The team stack receives a token of that ServiceAccount (see `components.ops.team_token`),
@@ -23,7 +22,6 @@ from components.config.model import TeamSlot
 from components.config.names import (
     TEAM_ACCOUNT,
     admin_kubeconfig_secret,
-    simulation_namespace,
     tenant_namespace,
 )
 
@@ -38,17 +36,6 @@ def control_plane_rules(team: str) -> list[dict[str, Any]]:
     return [
         {"apiGroups": [TCP_GROUP], "resources": ["tenantcontrolplanes"], "verbs": ALL},
         {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [admin_kubeconfig_secret(team)], "verbs": READ},
-    ]
-
-
-def simulation_rules(team: str) -> list[dict[str, Any]]:
-    """In tenant-<team>-sim, which holds only what the team stack puts there: KWOK's kubeconfig
-    Secret and Deployment (and what awaiting them reads)."""
-    return [
-        {"apiGroups": [""], "resources": ["secrets"], "verbs": ALL},
-        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ALL},
-        {"apiGroups": ["apps"], "resources": ["replicasets"], "verbs": READ},
-        {"apiGroups": [""], "resources": ["pods", "events"], "verbs": READ},
     ]
 
 
@@ -102,7 +89,7 @@ class TeamAccessArgs:
 
 
 class TeamAccess(pulumi.ComponentResource):
-    """One team's namespaces, ServiceAccount, Roles and control-plane policy."""
+    """One team's namespace, ServiceAccount, Role and control-plane policy."""
 
     account: k8s.core.v1.ServiceAccount
 
@@ -110,31 +97,21 @@ class TeamAccess(pulumi.ComponentResource):
         super().__init__("gpu-tenancy:index:TeamAccess", name, None, opts)
         team = args.team.name
         on = pulumi.ResourceOptions(parent=self, provider=args.provider)
-        spaces = {
-            "cp": (tenant_namespace(team), control_plane_rules(team)),
-            "sim": (simulation_namespace(team), simulation_rules(team)),
-        }
-        self.namespaces = {
-            key: k8s.core.v1.Namespace(f"{name}-{key}-ns", metadata={"name": ns}, opts=on)
-            for key, (ns, _) in spaces.items()
-        }
-        cp_ns = self.namespaces["cp"].metadata.name
+        self.namespace = k8s.core.v1.Namespace(f"{name}-ns", metadata={"name": tenant_namespace(team)}, opts=on)
+        ns = self.namespace.metadata.name
         self.account = k8s.core.v1.ServiceAccount(
-            f"{name}-account", metadata={"name": TEAM_ACCOUNT, "namespace": cp_ns}, opts=on
+            f"{name}-account", metadata={"name": TEAM_ACCOUNT, "namespace": ns}, opts=on
         )
-        subject = {"kind": "ServiceAccount", "name": TEAM_ACCOUNT, "namespace": tenant_namespace(team)}
-        for key, (_, rules) in spaces.items():
-            ns = self.namespaces[key].metadata.name
-            role = k8s.rbac.v1.Role(
-                f"{name}-{key}-role", metadata={"name": TEAM_ACCOUNT, "namespace": ns}, rules=rules, opts=on
-            )
-            k8s.rbac.v1.RoleBinding(
-                f"{name}-{key}-binding",
-                metadata={"name": TEAM_ACCOUNT, "namespace": ns},
-                role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.metadata.name},
-                subjects=[subject],
-                opts=on,
-            )
+        role = k8s.rbac.v1.Role(
+            f"{name}-role", metadata={"name": TEAM_ACCOUNT, "namespace": ns}, rules=control_plane_rules(team), opts=on
+        )
+        k8s.rbac.v1.RoleBinding(
+            f"{name}-binding",
+            metadata={"name": TEAM_ACCOUNT, "namespace": ns},
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.metadata.name},
+            subjects=[{"kind": "ServiceAccount", "name": TEAM_ACCOUNT, "namespace": tenant_namespace(team)}],
+            opts=on,
+        )
         policy_name = f"gpu-tenancy-team-{team}"
         policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
             f"{name}-tcp-policy",

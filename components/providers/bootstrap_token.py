@@ -1,19 +1,57 @@
 """BootstrapToken: one short-lived kubeadm bootstrap token in a tenant, as a secret output.
 
-Created with an expiration (the tenant's tokencleaner deletes it then); NodeMembership revokes it
-as soon as its join is done; destroy deletes what is left. Refresh does not look it up: a token
-that expired or was revoked on purpose is not drift.
+Created with an expiration (the tenant's tokencleaner deletes it then); destroy deletes what is
+left. Refresh does not look it up: a token that expired or was revoked on purpose is not drift.
+
+A docker worker's token is revoked by its NodeMembership as soon as its join is done. A pool's
+token (`joins`: the pool's node labels and how many machines are expected) is judged by every
+preview instead (`join_token_verdict`): once every expected machine is a Node it is revoked, and
+while machines are still to join a revoked, expired or nearly expired token is replaced by a
+fresh one, so a join that failed, a removed machine or a raised `nodes` heals with `up` alone.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
-from components.ops.bootstrap import create_token, delete_token
+from components.ops.bootstrap import (
+    KEEP,
+    RENEW,
+    REVOKE,
+    create_token,
+    delete_token,
+    join_token_verdict,
+    joined_nodes,
+)
 from components.ops.kube import core_api
+
+
+def _joined(kubeconfig: Any, joins: dict[str, Any]) -> int | None:
+    """The pool's Nodes now, or None when the tenant cannot be asked (preview of a new tenant, an
+    unreachable API server): then only the clock judges the token."""
+    if not isinstance(kubeconfig, str) or not kubeconfig:
+        return None
+    try:
+        return joined_nodes(core_api(kubeconfig), joins["labels"])
+    except Exception:  # noqa: BLE001 - any failure to ask means "unknown", never a failed preview
+        return None
+
+
+def _verdict(props: dict[str, Any], joins: dict[str, Any], kubeconfig: Any) -> tuple[str, int | None]:
+    joined = _joined(kubeconfig, joins)
+    verdict = join_token_verdict(
+        props.get("expiration"),
+        int(props["ttl_seconds"]),
+        bool(props.get("revoked")),
+        joined,
+        int(joins["expected"]),
+        time.time(),
+    )
+    return verdict, joined
 
 
 class BootstrapTokenProvider(ResourceProvider):
@@ -21,29 +59,47 @@ class BootstrapTokenProvider(ResourceProvider):
         token, expiration = create_token(
             core_api(props["kubeconfig"]), props["token_id"], int(props["ttl_seconds"]), props["description"]
         )
-        return CreateResult(id_=props["token_id"], outs={**props, "token": token, "expiration": expiration})
+        outs = {**props, "token": token, "expiration": expiration, "revoked": False}
+        return CreateResult(id_=props["token_id"], outs=outs)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         replaces = [k for k in ("token_id", "ttl_seconds") if olds.get(k) != news.get(k)]
-        changed = bool(replaces) or any(olds.get(k) != news.get(k) for k in ("kubeconfig", "description"))
+        changed = bool(replaces) or any(olds.get(k) != news.get(k) for k in ("kubeconfig", "description", "joins"))
+        joins = news.get("joins")
+        if joins and not replaces:
+            verdict, _ = _verdict(olds, joins, olds.get("kubeconfig"))
+            if verdict == RENEW:
+                replaces.append("expiration")
+            changed = changed or verdict != KEEP
         return DiffResult(changes=changed, replaces=replaces, delete_before_replace=True)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(outs={**news, "token": olds.get("token"), "expiration": olds.get("expiration")})
+        outs = {**news, **{k: olds.get(k) for k in ("token", "expiration", "revoked")}}
+        joins = news.get("joins")
+        if joins:
+            verdict, _ = _verdict(olds, joins, news["kubeconfig"])
+            if verdict == REVOKE:
+                delete_token(core_api(news["kubeconfig"]), olds["token_id"], olds.get("token"))
+                outs.update(token="", revoked=True)
+        return UpdateResult(outs=outs)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         return ReadResult(id_=id_, outs=props)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
+        if props.get("revoked"):
+            return
         # Only this resource's own token: a replacement may already hold the same id.
         delete_token(core_api(props["kubeconfig"]), props["token_id"], props.get("token"))
 
 
 class BootstrapToken(Resource, module="gpu-tenancy", name="BootstrapToken"):
-    """`token` (`<id>.<secret>`) valid for `ttl_seconds` from its creation."""
+    """`token` (`<id>.<secret>`) valid for `ttl_seconds` from its creation; `revoked` once a
+    pool's expected machines have all joined (then `token` is empty)."""
 
     token: pulumi.Output[str]
     expiration: pulumi.Output[str]
+    revoked: pulumi.Output[bool]
 
     def __init__(
         self,
@@ -53,6 +109,7 @@ class BootstrapToken(Resource, module="gpu-tenancy", name="BootstrapToken"):
         token_id: pulumi.Input[str],
         ttl_seconds: int,
         description: str,
+        joins: dict[str, Any] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(
@@ -63,8 +120,10 @@ class BootstrapToken(Resource, module="gpu-tenancy", name="BootstrapToken"):
                 "token_id": token_id,
                 "ttl_seconds": ttl_seconds,
                 "description": description,
+                "joins": joins,
                 "token": None,
                 "expiration": None,
+                "revoked": None,
             },
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["token"])),
         )

@@ -1,4 +1,9 @@
-"""Tenant: one Kamaji TenantControlPlane, waited for, and a Provider built from its kubeconfig."""
+"""Tenant: one Kamaji TenantControlPlane, waited for, and a Provider on the stack's own identity.
+
+The TCP's `super-admin.conf` only makes the stack's AutomationIdentity; everything else runs on
+that identity's bound token. `admin.conf` (what people get) would not serve for the first step:
+Kamaji binds its group only some time after the TCP reports Ready (kamaji#1167).
+"""
 
 from __future__ import annotations
 
@@ -10,15 +15,18 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.model import TenantConfig
-from components.config.names import admin_kubeconfig_secret, simulation_namespace, tenant_namespace, tenant_provider
-from components.ops.kube import endpoint_kubeconfig
+from components.config.names import (
+    admin_kubeconfig_secret,
+    bootstrap_provider,
+    tenant_namespace,
+    tenant_provider,
+)
+from components.tenant.automation_identity import AutomationIdentity
 
 TCP_API_VERSION = "kamaji.clastix.io/v1alpha1"
 TCP_KIND = "TenantControlPlane"
 READY_TIMEOUT_SECONDS = 900
-# super-admin.conf (system:masters) rather than admin.conf: Kamaji binds admin.conf's group only
-# after the TCP reports Ready, so admin.conf answers 403 for a while (kamaji#1167).
-PROVIDER_KUBECONFIG_KEY = "super-admin.conf"
+BOOTSTRAP_KUBECONFIG_KEY = "super-admin.conf"
 USER_KUBECONFIG_KEY = "admin.conf"
 
 # What kind's own kubelets run with inside kindest/node containers; Kamaji's generated
@@ -88,8 +96,6 @@ class TenantArgs:
     # Lab: this stack makes the tenant's namespaces. Team: the platform made them (TeamAccess);
     # the team's identity may not create namespaces.
     owns_namespaces: bool = True
-    # Whether the tenant has simulated nodes (KWOK runs in the simulation namespace).
-    simulated: bool = False
 
 
 def _decode(data: dict[str, str], key: str) -> str:
@@ -102,7 +108,7 @@ class Tenant(pulumi.ComponentResource):
     endpoint: pulumi.Output[str]
     # admin.conf: what people get (stack output).
     kubeconfig: pulumi.Output[str]
-    # super-admin.conf: what the program's own automation uses (provider, node clean-up).
+    # The automation identity's token: what the program's own automation uses (provider, ops).
     automation_kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
 
@@ -111,15 +117,9 @@ class Tenant(pulumi.ComponentResource):
         t = args.tenant
         mgmt = pulumi.ResourceOptions(parent=self, provider=args.management_provider)
         self.namespace_name: pulumi.Output[str] = pulumi.Output.from_input(tenant_namespace(t.name))
-        self.simulation_namespace: pulumi.Output[str] = pulumi.Output.from_input(simulation_namespace(t.name))
         if args.owns_namespaces:
             ns = k8s.core.v1.Namespace(f"{name}-ns", metadata={"name": tenant_namespace(t.name)}, opts=mgmt)
             self.namespace_name = ns.metadata.name
-            if args.simulated:
-                sim = k8s.core.v1.Namespace(
-                    f"{name}-sim-ns", metadata={"name": simulation_namespace(t.name)}, opts=mgmt
-                )
-                self.simulation_namespace = sim.metadata.name
         self.control_plane = k8s.apiextensions.CustomResource(
             f"{name}-tcp",
             api_version=TCP_API_VERSION,
@@ -144,18 +144,17 @@ class Tenant(pulumi.ComponentResource):
         )
         secret = k8s.core.v1.Secret.get(f"{name}-admin-kubeconfig", secret_id, opts=mgmt)
         self.kubeconfig = pulumi.Output.secret(secret.data.apply(lambda d: _decode(d, USER_KUBECONFIG_KEY)))
-        self.automation_kubeconfig = pulumi.Output.secret(
-            secret.data.apply(lambda d: _decode(d, PROVIDER_KUBECONFIG_KEY))
-        )
         self_endpoint = f"https://{args.address}:{t.api_port}"
         self.endpoint = pulumi.Output.from_input(self_endpoint)
-        # `cluster` names the endpoint, known at preview: the policy pack attributes by it.
-        self.provider = k8s.Provider(
-            tenant_provider(t.name),
-            kubeconfig=pulumi.Output.secret(
-                self.automation_kubeconfig.apply(lambda k: endpoint_kubeconfig(k, self_endpoint))
-            ),
-            cluster=self_endpoint,
+        super_admin = pulumi.Output.secret(secret.data.apply(lambda d: _decode(d, BOOTSTRAP_KUBECONFIG_KEY)))
+        self.automation = AutomationIdentity(
+            f"{name}-automation",
+            super_admin=super_admin,
+            endpoint=self_endpoint,
+            bootstrap_provider_name=bootstrap_provider(t.name),
+            provider_name=tenant_provider(t.name),
             opts=pulumi.ResourceOptions(parent=self),
         )
+        self.automation_kubeconfig = self.automation.kubeconfig
+        self.provider = self.automation.provider
         self.register_outputs({"endpoint": self.endpoint, "kubeconfig": self.kubeconfig})

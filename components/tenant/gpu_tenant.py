@@ -80,7 +80,6 @@ class GpuTenant(pulumi.ComponentResource):
                 stack=args.stack,
                 depends_on=args.depends_on,
                 owns_namespaces=args.owns_namespaces,
-                simulated=bool(t.pools_of(POOL_KWOK)),
             ),
             opts=child,
         )
@@ -122,11 +121,12 @@ class GpuTenant(pulumi.ComponentResource):
                 f"{name}-kwok",
                 KwokControllerArgs(
                     tenant=t.name,
-                    namespace=self.control_plane.simulation_namespace,
+                    lab_name=args.lab_name,
+                    network=args.network,
+                    keeper_image=args.releaser_image,
                     server=f"https://{endpoint}",
                     pod_cidr=t.pod_cidr,
                     tenant_provider=provider,
-                    management_provider=args.management_provider,
                     admin_kubeconfig=admin,
                 ),
                 opts=child,
@@ -147,7 +147,7 @@ class GpuTenant(pulumi.ComponentResource):
             )
             for pool in t.pools_of(POOL_KWOK)
         ]
-        # external pools: the team's machines, joined with the command the stack outputs.
+        # external pools: the team's machines, joined with the configuration the stack outputs.
         self.external = [
             ExternalPool(
                 f"{name}-{pool.name}",
@@ -158,6 +158,7 @@ class GpuTenant(pulumi.ComponentResource):
                     admin_kubeconfig=admin,
                     ca_cert_hash=ca_hash,
                     token_ttl_seconds=(pool.join_token_hours or DEFAULT_JOIN_TOKEN_HOURS) * 3600,
+                    machines=pool.nodes,
                     depends_on=[self.bootstrap],
                 ),
                 opts=child,

@@ -1,10 +1,12 @@
-"""KwokController: KWOK for one tenant's kwok pools, in the management cluster beside the
-tenant's control plane.
+"""KwokController: KWOK for one tenant's kwok pools, in a container on the lab's Docker network.
 
-It needs only the tenant API server, so it runs where the control plane runs, not on a worker:
-a Deployment (one replica, Recreate: two controllers would fight over the same nodes) in the
-tenant's namespace, with a kubeconfig for a ServiceAccount limited to what KWOK does
-(KWOK_RBAC_RULES), mounted from a Secret. Removed with the tenant.
+KWOK needs only the tenant API server. It acts as a ServiceAccount limited to what KWOK does
+(KWOK_RBAC_RULES), on a bound, expiring token: a keeper container beside it (the release
+controller's image, components.ops.bound_token) renews the token with the token itself and keeps
+it in a Docker volume both share; KWOK's kubeconfig names that file (`tokenFile`, which client-go
+re-reads every minute), so a renewal restarts nothing. Kubeconfigs reach the containers only as
+uploaded files, from Pulumi secrets. Both are restarted by Docker and removed on destroy.
+Logs: `docker logs <lab>-<tenant>-kwok` (and `...-kwok-token-keeper`).
 """
 
 from __future__ import annotations
@@ -12,32 +14,40 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
+import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
 from components.config import versions
-from components.config.names import TENANT_LABEL, simulation_secret
-from components.ops.simulated_nodes import KWOK_PORT, KWOK_RBAC_RULES, NODE_STAGES, kwok_args
+from components.config.names import TENANT_LABEL, kwok_name, tokens_volume
+from components.ops.kube import cluster_ca, token_file_kubeconfig
+from components.ops.simulated_nodes import KWOK_RBAC_RULES, NODE_STAGES, kwok_args
+from components.tenant.lock_releaser import KUBECONFIG_PATH, RUN_AS, TOKEN_DIR
 from components.tenant.service_account import scoped_kubeconfig
 
 SERVICE_ACCOUNT = "gpu-tenancy-kwok"
+TOKEN_FILE = f"{TOKEN_DIR}/token"
 MOUNT = "/etc/gpu-tenancy"
+KEEPER_HEALTH = f"import os,sys; sys.exit(not os.path.getsize({TOKEN_FILE!r}))"
 
 
 @dataclass
 class KwokControllerArgs:
     tenant: str
-    # The tenant's namespace in the management cluster (the control plane's).
-    namespace: pulumi.Input[str]
-    # The tenant API server as the management cluster's pods reach it.
+    lab_name: str
+    network: pulumi.Input[str]
+    # The keeper's image: the release controller's (ReleaserImage.ref).
+    keeper_image: pulumi.Input[str]
+    # The tenant API server as the lab's Docker network reaches it.
     server: str
     pod_cidr: str
     tenant_provider: k8s.Provider
-    management_provider: k8s.Provider
+    # Used once, to issue the ServiceAccount's token; the containers never see it.
     admin_kubeconfig: pulumi.Input[str]
 
 
 class KwokController(pulumi.ComponentResource):
-    deployment: k8s.apps.v1.Deployment
+    container: docker.Container
+    keeper: docker.Container
 
     def __init__(self, name: str, args: KwokControllerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:KwokController", name, None, opts)
@@ -50,59 +60,60 @@ class KwokController(pulumi.ComponentResource):
             admin_kubeconfig=args.admin_kubeconfig,
             parent=self,
         )
-        on_management = pulumi.ResourceOptions(parent=self, provider=args.management_provider)
-        labels = {"app.kubernetes.io/name": "kwok", TENANT_LABEL: args.tenant}
-        secret = k8s.core.v1.Secret(
-            f"{name}-kubeconfig",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=simulation_secret(args.tenant), namespace=args.namespace, labels=labels
-            ),
-            # its node stages beside the kubeconfig: one volume, both read at start
-            string_data={"kubeconfig": kubeconfig, "stages.yaml": NODE_STAGES},
-            opts=on_management,
+        child = pulumi.ResourceOptions(parent=self)
+        container_name = kwok_name(args.lab_name, args.tenant)
+        labels = [docker.ContainerLabelArgs(label=TENANT_LABEL, value=args.tenant)]
+        self.tokens = docker.Volume(
+            f"{name}-tokens",
+            name=tokens_volume(container_name),
+            labels=[docker.VolumeLabelArgs(label=TENANT_LABEL, value=args.tenant)],
+            opts=child,
         )
-        probe = k8s.core.v1.ProbeArgs(
-            http_get=k8s.core.v1.HTTPGetActionArgs(path="/healthz", port=KWOK_PORT), period_seconds=10
-        )
-        self.deployment = k8s.apps.v1.Deployment(
-            f"{name}-deployment",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=simulation_secret(args.tenant), namespace=args.namespace, labels=labels
+        mounts = [docker.ContainerVolumeArgs(volume_name=self.tokens.name, container_path=TOKEN_DIR)]
+        self.keeper = docker.Container(
+            f"{name}-token-keeper",
+            name=f"{container_name}-token-keeper",
+            image=args.keeper_image,
+            entrypoints=["python", "-m", "components.ops.bound_token"],
+            command=["--kubeconfig", KUBECONFIG_PATH, "--token-file", TOKEN_FILE],
+            restart="unless-stopped",
+            networks_advanced=[docker.ContainerNetworksAdvancedArgs(name=args.network)],
+            uploads=[
+                docker.ContainerUploadArgs(
+                    file=KUBECONFIG_PATH, content=kubeconfig, owner=RUN_AS, group=RUN_AS, permissions="0400"
+                )
+            ],
+            volumes=mounts,
+            labels=labels,
+            # Healthy once the token file is written: KWOK starts after that.
+            healthcheck=docker.ContainerHealthcheckArgs(
+                tests=["CMD", "python", "-c", KEEPER_HEALTH], interval="5s", timeout="3s", retries=3
             ),
-            spec=k8s.apps.v1.DeploymentSpecArgs(
-                replicas=1,
-                strategy=k8s.apps.v1.DeploymentStrategyArgs(type="Recreate"),
-                selector=k8s.meta.v1.LabelSelectorArgs(match_labels=labels),
-                template=k8s.core.v1.PodTemplateSpecArgs(
-                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
-                    spec=k8s.core.v1.PodSpecArgs(
-                        automount_service_account_token=False,
-                        containers=[
-                            k8s.core.v1.ContainerArgs(
-                                name="kwok",
-                                image=versions.KWOK_IMAGE,
-                                args=kwok_args(f"{MOUNT}/kubeconfig", args.pod_cidr, f"{MOUNT}/stages.yaml"),
-                                ports=[k8s.core.v1.ContainerPortArgs(name="http", container_port=KWOK_PORT)],
-                                readiness_probe=probe,
-                                liveness_probe=probe,
-                                resources=k8s.core.v1.ResourceRequirementsArgs(
-                                    requests={"cpu": "100m", "memory": "128Mi"}, limits={"memory": "1Gi"}
-                                ),
-                                security_context=k8s.core.v1.SecurityContextArgs(allow_privilege_escalation=False),
-                                volume_mounts=[
-                                    k8s.core.v1.VolumeMountArgs(name="kubeconfig", mount_path=MOUNT, read_only=True)
-                                ],
-                            )
-                        ],
-                        volumes=[
-                            k8s.core.v1.VolumeArgs(
-                                name="kubeconfig",
-                                secret=k8s.core.v1.SecretVolumeSourceArgs(secret_name=secret.metadata.name),
-                            )
-                        ],
-                    ),
-                ),
-            ),
-            opts=on_management,
+            must_run=True,
+            wait=True,
+            wait_timeout=60,
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
-        self.register_outputs({"deployment": self.deployment.metadata.name})
+        image = docker.RemoteImage(f"{name}-image", name=versions.KWOK_IMAGE, keep_locally=True, opts=child)
+        kwok_kubeconfig = pulumi.Output.from_input(args.admin_kubeconfig).apply(
+            lambda admin: token_file_kubeconfig(args.server, cluster_ca(admin), TOKEN_FILE)
+        )
+        self.container = docker.Container(
+            f"{name}-container",
+            name=container_name,
+            image=image.image_id,
+            command=kwok_args(f"{MOUNT}/kubeconfig", args.pod_cidr, f"{MOUNT}/stages.yaml"),
+            user=f"{RUN_AS}:{RUN_AS}",
+            restart="unless-stopped",
+            networks_advanced=[docker.ContainerNetworksAdvancedArgs(name=args.network)],
+            uploads=[
+                docker.ContainerUploadArgs(file=f"{MOUNT}/kubeconfig", content=kwok_kubeconfig, permissions="0444"),
+                docker.ContainerUploadArgs(file=f"{MOUNT}/stages.yaml", content=NODE_STAGES, permissions="0444"),
+            ],
+            volumes=mounts,
+            labels=labels,
+            must_run=True,
+            # One KWOK per tenant: two would fight over the same nodes, so the old one goes first.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[self.keeper]),
+        )
+        self.register_outputs({"container": self.container.name, "keeper": self.keeper.name})

@@ -6,7 +6,9 @@ removed on destroy. It authenticates as its own ServiceAccount, limited to what 
 does (release_controller.RBAC_RULES), and two admission policies narrow its writes to removing
 HAMi's node lock and setting bind-phase success (release_policy); that token's kubeconfig
 reaches the container only as an uploaded file, from a Pulumi secret: never on a command line,
-an environment variable or the host's disk. Logs: `docker logs <lab>-<tenant>-releaser`;
+an environment variable or the host's disk. The token is bound and expiring; the controller
+renews it itself and keeps it in a Docker volume (TOKEN_DIR), so a replaced container goes on
+with it. Logs: `docker logs <lab>-<tenant>-releaser`;
 metrics and health on port 9400 of the container's address (the `releaser` stack output).
 """
 
@@ -18,13 +20,15 @@ import pulumi
 import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
-from components.config.names import TENANT_LABEL, releaser_name
+from components.config.names import TENANT_LABEL, releaser_name, tokens_volume
 from components.ops import release_policy
 from components.ops.release_controller import DEFAULT_PORT, RBAC_RULES
 from components.tenant.service_account import NAMESPACE, scoped_kubeconfig
 
 SERVICE_ACCOUNT = "gpu-tenancy-releaser"
 KUBECONFIG_PATH = "/run/secrets/gpu-tenancy/kubeconfig"
+# The image's --token-file lives here (Dockerfile).
+TOKEN_DIR = "/var/lib/gpu-tenancy"
 # The image runs as nobody (Dockerfile USER); the kubeconfig is readable by it alone.
 RUN_AS = "65534"
 
@@ -75,9 +79,16 @@ class LockReleaser(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions.merge(on_tenant, pulumi.ResourceOptions(depends_on=[policy])),
                 )
             )
+        container_name = releaser_name(args.lab_name, args.tenant)
+        self.tokens = docker.Volume(
+            f"{name}-tokens",
+            name=tokens_volume(container_name),
+            labels=[docker.VolumeLabelArgs(label=TENANT_LABEL, value=args.tenant)],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         self.container = docker.Container(
             f"{name}-container",
-            name=releaser_name(args.lab_name, args.tenant),
+            name=container_name,
             image=args.image,
             restart="unless-stopped",
             networks_advanced=[docker.ContainerNetworksAdvancedArgs(name=args.network)],
@@ -86,6 +97,7 @@ class LockReleaser(pulumi.ComponentResource):
                     file=KUBECONFIG_PATH, content=kubeconfig, owner=RUN_AS, group=RUN_AS, permissions="0400"
                 )
             ],
+            volumes=[docker.ContainerVolumeArgs(volume_name=self.tokens.name, container_path=TOKEN_DIR)],
             labels=[docker.ContainerLabelArgs(label=TENANT_LABEL, value=args.tenant)],
             must_run=True,
             # `up` waits for the image's HEALTHCHECK: the controller listed the tenant's pods.

@@ -65,6 +65,17 @@ def with_tokencleaner(tools: dict[str, str]) -> Iterator[TestCluster]:
     c.stop()
 
 
+@pytest.fixture(scope="module")
+def with_garbage_collector(tools: dict[str, str]) -> Iterator[TestCluster]:
+    """A cluster of its own with kube-controller-manager's garbage collector, as a tenant has:
+    the kubernetes provider deletes in the foreground, which waits for it."""
+    require(tools, "kube-apiserver", "etcd", "openssl", "kube-controller-manager")
+    c = start_cluster(tools)
+    c.start_controller_manager(["garbagecollector"])
+    yield c
+    c.stop()
+
+
 @pytest.fixture
 def node(cluster: TestCluster) -> Iterator[str]:
     """A Ready mock-GPU node of its own for one test, removed after it."""

@@ -1,5 +1,5 @@
 """Platform then team stacks on one file backend, through the real engine and StackReferences,
-against the real kube-apiserver: the platform makes each team's namespaces, identity and
+against the real kube-apiserver: the platform makes each team's namespace, identity and
 control-plane policy and exports no credential; the owner grants each team a bound token with
 scripts/grant-team.sh (the admin kubeconfig given as a file, as for an adopted cluster); each
 team stack runs `up` and `destroy` on its own token; team-a's token cannot read or change
@@ -10,7 +10,6 @@ platform and of a tenant cannot run here; these programs keep the parts that can
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shutil
@@ -103,14 +102,18 @@ def stacks(pulumi_cli, cluster, tmp_path):
     pulumi_cli("destroy", "--yes", cwd=p, check=False)
 
 
-def kwok_secret(core, team: str) -> dict | None:
+def control_plane(cluster, team: str) -> dict | None:
+    """The team's TenantControlPlane's schema and ports, as its stack made it (None if absent)."""
     try:
-        data = core.read_namespaced_secret(f"{team}-kwok", f"tenant-{team}-sim").data
-        return {k: base64.b64decode(v).decode() for k, v in data.items()}
+        tcp = client.CustomObjectsApi(cluster.api_client()).get_namespaced_custom_object(
+            "kamaji.clastix.io", "v1alpha1", f"tenant-{team}", "tenantcontrolplanes", team
+        )
     except client.ApiException as exc:
         if exc.status == 404:
             return None
         raise
+    spec = tcp["spec"]
+    return {"schema": spec["dataStoreSchema"], "port": spec["networkProfile"]["port"]}
 
 
 def token_of(pulumi_cli, work: Path, stack: str) -> str:
@@ -138,8 +141,8 @@ def test_teams_on_their_own_tokens(pulumi_cli, cluster, stacks):
     pulumi_cli("up", "--yes", "--skip-preview", "--stack", "team-a", cwd=work)
     team("team-b", tenant("team-b", 31444, 31133), grant="team-b")
     pulumi_cli("up", "--yes", "--skip-preview", "--stack", "team-b", cwd=work)
-    assert kwok_secret(core, "team-a") == {"network": "lab-net", "apiPort": "31443"}
-    assert kwok_secret(core, "team-b") == {"network": "lab-net", "apiPort": "31444"}
+    assert control_plane(cluster, "team-a") == {"schema": "gpu_tenancy_team_a_team_a", "port": 31443}
+    assert control_plane(cluster, "team-b") == {"schema": "gpu_tenancy_team_b_team_b", "port": 31444}
     stack_file = yaml.safe_load((work / "Pulumi.team-a.yaml").read_text())
     assert "secure" in stack_file["config"]["team-link:managementToken"]  # a Pulumi secret in the stack file
 
@@ -147,17 +150,21 @@ def test_teams_on_their_own_tokens(pulumi_cli, cluster, stacks):
     left = token_seconds_left(token)
     assert left is not None and 2 * 3600 - 120 < left <= 2 * 3600  # bound, expiring: the hours asked for
     as_a = api_client(token_kubeconfig(f"https://127.0.0.1:{cluster.port}", cluster_ca(cluster.kubeconfig_text), token))
-    a_core, a_apps = client.CoreV1Api(as_a), client.AppsV1Api(as_a)
+    a_core, a_apps, a_custom = client.CoreV1Api(as_a), client.AppsV1Api(as_a), client.CustomObjectsApi(as_a)
+    tcp = ("kamaji.clastix.io", "v1alpha1")
     # Kamaji's other Secrets in team-a's own namespace (certificates, datastore credentials)
     core.create_namespaced_secret("tenant-team-a", {"metadata": {"name": "team-a-datastore-config"}})
     core.create_namespaced_secret("tenant-team-b", {"metadata": {"name": "team-b-admin-kubeconfig"}})
     assert status(a_core.list_namespaced_secret, "tenant-team-b") == 403
     assert status(a_core.read_namespaced_secret, "team-b-admin-kubeconfig", "tenant-team-b") == 403
-    assert status(a_core.read_namespaced_secret, "team-b-kwok", "tenant-team-b-sim") == 403
-    assert status(a_core.delete_namespaced_secret, "team-b-kwok", "tenant-team-b-sim") == 403
+    assert status(a_custom.get_namespaced_custom_object, *tcp, "tenant-team-b", "tenantcontrolplanes", "team-b") == 403
+    assert (
+        status(a_custom.delete_namespaced_custom_object, *tcp, "tenant-team-b", "tenantcontrolplanes", "team-b") == 403
+    )
+    assert status(a_custom.list_cluster_custom_object, *tcp, "tenantcontrolplanes") == 403
     assert status(a_core.list_namespaced_secret, "tenant-team-a") == 403
     assert status(a_core.read_namespaced_secret, "team-a-datastore-config", "tenant-team-a") == 403
-    assert status(a_core.read_namespaced_secret, "team-a-kwok", "tenant-team-a-sim") == 200
+    assert status(a_custom.get_namespaced_custom_object, *tcp, "tenant-team-a", "tenantcontrolplanes", "team-a") == 200
     assert status(a_core.list_pod_for_all_namespaces) == 403
     assert status(a_core.create_namespace, {"metadata": {"name": "mine"}}) == 403
     deployment = {
@@ -168,12 +175,11 @@ def test_teams_on_their_own_tokens(pulumi_cli, cluster, stacks):
         },
     }
     assert status(a_apps.create_namespaced_deployment, "tenant-team-a", deployment, dry_run="All") == 403
-    assert status(a_apps.create_namespaced_deployment, "tenant-team-b-sim", deployment, dry_run="All") == 403
-    assert status(a_apps.create_namespaced_deployment, "tenant-team-a-sim", deployment, dry_run="All") == 200
+    assert status(a_apps.create_namespaced_deployment, "tenant-team-b", deployment, dry_run="All") == 403
 
     pulumi_cli("destroy", "--yes", "--stack", "team-a", cwd=work)
-    assert kwok_secret(core, "team-a") is None
-    assert kwok_secret(core, "team-b") == {"network": "lab-net", "apiPort": "31444"}
+    assert control_plane(cluster, "team-a") is None
+    assert control_plane(cluster, "team-b") == {"schema": "gpu_tenancy_team_b_team_b", "port": 31444}
     pulumi_cli("preview", "--expect-no-changes", "--stack", "team-b", cwd=work)
 
 

@@ -64,7 +64,15 @@ spec:
         env:
         - {name: POD_SUBNET, value: {{ .PodSubnet }}}
 """
-SA_TOKEN = "releaser-service-account-token"
+
+
+def bound_token(account: str) -> str:
+    """What the mocked BoundToken of `account` holds."""
+    return f"bound-token-of-{account}"
+
+
+SA_TOKEN = bound_token("gpu-tenancy-releaser")
+AUTOMATION_TOKEN = bound_token("gpu-tenancy-automation")
 
 
 SIG = "4dabf18193072939515e22adb298388d"
@@ -121,10 +129,13 @@ class ProgramMocks(pulumi.runtime.Mocks):
             state["repoDigest"] = "sha256:" + args.inputs["imageName"].encode().hex()[:12]
         elif args.typ == "docker:index/container:Container":
             state["networkDatas"] = [{"ipAddress": "172.30.0.9", "networkName": "gpu-lab"}]
-        elif args.typ == "pulumi-python:dynamic/gpu-tenancy:ServiceAccountToken":
-            state["token"] = SA_TOKEN
+        elif args.typ == "pulumi-python:dynamic/gpu-tenancy:BoundToken":
+            state["token"] = bound_token(args.inputs["account"])
+            state["expires"] = "2027-12-03T00:00:00Z"
         elif args.typ == "pulumi-python:dynamic/gpu-tenancy:BootstrapToken":
             state["token"] = JOIN_TOKEN
+            state["expiration"] = "2027-12-03T02:00:00Z"
+            state["revoked"] = False
         elif args.typ == "kubernetes:core/v1:Secret" and args.resource_id:
             state["data"] = {
                 "admin.conf": base64.b64encode(TENANT_ADMIN.encode()).decode(),

@@ -73,6 +73,7 @@ BAD = [
     ("tenants.0.pools.0.mode", "kind", "gpu-tenancy:tenants[0].pools[0].mode", "must be one of docker, kwok, external"),
     ("tenants.0.pools.0.mode", "kwok", "gpu-tenancy:tenants[0].pools", "needs a docker pool"),
     ("tenants.0.pools.0.joinTokenHours", 2, "gpu-tenancy:tenants[0].pools[0].joinTokenHours", "only external pools"),
+    ("tenants.0.pools.0.joinTokenHours", 25, "gpu-tenancy:tenants[0].pools[0].joinTokenHours", "must be 1-24"),
     ("tenants.0.pools.0.name", "Workers", "gpu-tenancy:tenants[0].pools[0].name", "DNS-1035"),
     ("tenants.0.workers", 2, "gpu-tenancy:tenants[0].workers", "is replaced by pools"),
 ]

@@ -4,9 +4,11 @@ to each chart and custom resource, secrets kept secret. Providers and engine are
 import pytest
 import yaml
 
+from components.ops.bound_token import self_renewal_rules
 from components.ops.kube import endpoint_kubeconfig
 from components.ops.release_controller import RBAC_RULES
 from tests.unit.harness import (
+    AUTOMATION_TOKEN,
     JOIN_TOKEN,
     KINDNET_TEMPLATE,
     MACHINE_ID,
@@ -55,11 +57,29 @@ def test_tenant_edges(rec, team):
     assert {"kamaji-kamaji", f"{team}-cp-ns"} <= deps(rec, f"{team}-cp-tcp")
     secret = rec.named(f"{team}-cp-admin-kubeconfig")
     assert secret.read_id == f"tenant-{team}/{team}-admin-kubeconfig"
-    # the provider: Kamaji's super-admin credential, its cluster named by the endpoint (known at preview)
+    # the provider: the stack's own automation identity (a bound token), its cluster named by the
+    # endpoint (known at preview); Kamaji's super-admin only makes that identity
     provider = rec.named(f"{team}-cp-k8s").inputs
     endpoint = provider["cluster"]
     assert endpoint == f"https://172.30.0.2:{31443 if team == 'team-a' else 31444}"
-    assert provider["kubeconfig"] == {"secret": endpoint_kubeconfig(TENANT_SUPER, endpoint)}
+    kubeconfig = yaml.safe_load(provider["kubeconfig"]["secret"])
+    assert kubeconfig["users"][0]["user"] == {"token": AUTOMATION_TOKEN}
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == endpoint
+    bootstrap = rec.named(f"{team}-bootstrap-k8s").inputs
+    assert bootstrap["cluster"] == endpoint
+    assert bootstrap["kubeconfig"] == {"secret": endpoint_kubeconfig(TENANT_SUPER, endpoint)}
+    token = rec.named(f"{team}-cp-automation-token")
+    assert token.inputs["account"] == "gpu-tenancy-automation" and token.inputs["namespace"] == "kube-system"
+    assert token.inputs["seconds"] == 365 * 24 * 3600
+    assert token.inputs["renew_before_seconds"] == 30 * 24 * 3600
+    binding = rec.named(f"{team}-cp-automation-binding")
+    assert binding.inputs["roleRef"]["name"] == "cluster-admin"
+    assert f"{team}-cp-automation-binding" in deps(rec, f"{team}-cp-automation-token")
+    # the super-admin provider makes the identity and nothing else
+    assert {r.name for r in rec.registrations if provider_name(r) == f"{team}-bootstrap-k8s"} == {
+        f"{team}-cp-automation",
+        f"{team}-cp-automation-binding",
+    }
     # every tenant-side object goes through the tenant's own provider
     tenant_side = [
         f"{team}-bootstrap-node-bootstrapper",
@@ -288,11 +308,20 @@ def test_release_controller_runs_with_the_lab_on_its_own_least_privilege_token(r
     kubeconfig = upload["content"]["secret"]
     assert SA_TOKEN in kubeconfig and f"server: https://172.30.0.2:{31443 if team == 'team-a' else 31444}" in kubeconfig
     assert "super" not in kubeconfig and "CERT" not in kubeconfig  # not the admin's credentials
+    assert AUTOMATION_TOKEN not in kubeconfig
     role = rec.named(f"{team}-releaser-role").inputs
     assert role["rules"] == [dict(r) for r in RBAC_RULES]
     assert provider_name(rec.named(f"{team}-releaser-role")) == f"{team}-cp-k8s"
     assert "releaser-image" in deps(rec, f"{team}-releaser-container")
-    assert f"{team}-releaser-token-value" in deps(rec, f"{team}-releaser-container")
+    assert f"{team}-releaser-token" in deps(rec, f"{team}-releaser-container")
+    # a bound token, renewed by the controller into a volume that outlives the container
+    token = rec.named(f"{team}-releaser-token").inputs
+    assert token["account"] == "gpu-tenancy-releaser" and token["seconds"] == 7 * 24 * 3600
+    assert c.inputs["volumes"] == [
+        {"volumeName": f"gpu-lab-{team}-releaser-tokens", "containerPath": "/var/lib/gpu-tenancy"}
+    ]
+    renewal = rec.named(f"{team}-releaser-renewal-role").inputs
+    assert renewal["rules"] == self_renewal_rules("gpu-tenancy-releaser")
     assert rec.stack_outputs[team]["releaser"] == {
         "container": f"gpu-lab-{team}-releaser",
         "metrics": "http://172.30.0.9:9400/metrics",

@@ -1,5 +1,5 @@
 """Worker pools in the program's resource graph under mocks: a kwok pool (simulated nodes kept by
-one KWOK per tenant in the management cluster) and an external pool (the team's own machines,
+one KWOK per tenant on the lab's Docker network) and an external pool (the team's own machines,
 joined with the command the stack outputs, real cards, no fake inventory and no releaser)."""
 
 import copy
@@ -9,12 +9,13 @@ import pytest
 import yaml
 
 from components.config import versions
+from components.ops.bound_token import self_renewal_rules
 from components.ops.simulated_nodes import KWOK_RBAC_RULES
 from tests.unit.harness import (
     JOIN_TOKEN,
     ROOT,
-    SA_TOKEN,
     TENANT_CA_HASH,
+    bound_token,
     deps,
     load_config_file,
     provider_name,
@@ -93,60 +94,54 @@ EXTERNAL_POOL = "gpu-tenancy:index:ExternalPool"
 # -- (a) a kwok pool beside a docker pool ------------------------------------------------------
 def test_one_kwok_controller_for_the_tenant_with_kwok_pools_only(kwok):
     assert names(kwok, KWOK_CONTROLLER) == {"team-a-kwok"}  # team-b has docker workers only
-    assert [r.name for r in kwok.of_type("kubernetes:apps/v1:Deployment") if r.name.endswith("-kwok-deployment")] == [
-        "team-a-kwok-deployment"
-    ]
     assert names(kwok, SIMULATED_NODES) == {"team-a-sim"}
     assert not [r for r in kwok.registrations if r.name.startswith("team-b-kwok")]
+    # nothing of KWOK's in the shared management cluster
+    assert not [
+        r for r in kwok.registrations if r.name.startswith("team-a-kwok") and provider_name(r) == "management-k8s"
+    ]
 
 
-def test_kwok_deployment_runs_in_its_own_namespace_beside_the_control_plane(kwok):
-    """Not in the control plane's namespace: KWOK runs pods, and that namespace holds Kamaji's
-    certificates and datastore credentials."""
-    d = kwok.named("team-a-kwok-deployment")
-    assert provider_name(d) == "management-k8s"
-    assert kwok.named("team-a-cp-ns").inputs["metadata"]["name"] == "tenant-team-a"
-    namespace = kwok.named("team-a-cp-sim-ns").inputs["metadata"]["name"]
-    assert namespace == "tenant-team-a-sim"
-    assert d.inputs["metadata"]["namespace"] == namespace
-    assert kwok.named("team-a-kwok-kubeconfig").inputs["metadata"]["namespace"] == namespace
-    assert "team-a-cp-sim-ns" in deps(kwok, "team-a-kwok-deployment")
-    assert not [r for r in kwok.registrations if r.name == "team-b-cp-sim-ns"]  # no kwok pool there
-    spec = d.inputs["spec"]
-    assert spec["replicas"] == 1
-    assert spec["strategy"] == {"type": "Recreate"}  # two controllers would fight over the nodes
-    pod = spec["template"]["spec"]
-    assert pod["automountServiceAccountToken"] is False  # no management-cluster credentials
-    (container,) = pod["containers"]
-    assert container["image"] == versions.KWOK_IMAGE
-    args = container["args"]
+def test_kwok_runs_on_the_lab_network_with_a_token_file_its_keeper_renews(kwok):
+    c = kwok.named("team-a-kwok-container").inputs
+    assert c["name"] == "gpu-lab-team-a-kwok" and c["image"] == "sha256:" + versions.KWOK_IMAGE.encode().hex()[:12]
+    assert kwok.named("team-a-kwok-image").inputs["name"] == versions.KWOK_IMAGE
+    assert c["restart"] == "unless-stopped" and c["mustRun"] is True and c["user"] == "65534:65534"
+    assert c["networksAdvanced"] == [{"name": "gpu-lab"}]
+    args = c["command"]
     assert "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake" in args
     assert "--manage-all-nodes=false" in args
     assert "--cidr=10.244.0.1/16" in args  # pod IPs from the tenant's own pod network
+    assert "envs" not in c and not [a for a in args if "token" in a or "apiVersion" in a or "server:" in a]
     (kubeconfig_arg,) = [a for a in args if a.startswith("--kubeconfig=")]
-    kubeconfig_path = kubeconfig_arg.split("=", 1)[1]
-    # the kubeconfig is a file mounted from the Secret: never in the arguments or environment
-    assert "env" not in container and "envFrom" not in container and "command" not in container
-    assert not [a for a in args if "token" in a or "apiVersion" in a or "server:" in a]
-    (mount,) = container["volumeMounts"]
-    assert mount["readOnly"] is True and kubeconfig_path.startswith(mount["mountPath"] + "/")
-    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
-    secret = kwok.named("team-a-kwok-kubeconfig")
-    assert volume["secret"]["secretName"] == secret.inputs["metadata"]["name"]
-    assert "team-a-kwok-kubeconfig" in deps(kwok, "team-a-kwok-deployment")
-    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    uploads = {u["file"]: u for u in c["uploads"]}
+    kubeconfig = yaml.safe_load(uploads[kubeconfig_arg.split("=", 1)[1]]["content"]["secret"])
+    # KWOK reads its token from the file the keeper renews: no token in its kubeconfig
+    assert kubeconfig["users"][0]["user"] == {"tokenFile": "/var/lib/gpu-tenancy/token"}
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == "https://172.30.0.2:31443"
+    volume = {"volumeName": "gpu-lab-team-a-kwok-tokens", "containerPath": "/var/lib/gpu-tenancy"}
+    assert c["volumes"] == [volume]
+    keeper = kwok.named("team-a-kwok-token-keeper").inputs
+    assert keeper["volumes"] == [volume] and keeper["name"] == "gpu-lab-team-a-kwok-token-keeper"
+    assert keeper["entrypoints"] == ["python", "-m", "components.ops.bound_token"]
+    assert keeper["wait"] is True and keeper["healthcheck"]["tests"][0] == "CMD"
+    assert "team-a-kwok-token-keeper" in deps(kwok, "team-a-kwok-container")
+    # one KWOK per tenant: the old container goes before its replacement starts
+    assert kwok.named("team-a-kwok-container").delete_before_replace is True
 
 
-def test_kwok_kubeconfig_is_a_secret_for_its_own_least_privilege_account(kwok):
-    secret = kwok.named("team-a-kwok-kubeconfig")
-    assert secret.type == "kubernetes:core/v1:Secret"
-    assert provider_name(secret) == "management-k8s"
-    assert secret.inputs["metadata"]["namespace"] == "tenant-team-a-sim"
-    kubeconfig = secret.inputs["stringData"]["secret"]["kubeconfig"]  # a Pulumi secret as a whole
-    assert SA_TOKEN in kubeconfig and "server: https://172.30.0.2:31443" in kubeconfig
+def test_kwok_token_is_bound_for_its_own_least_privilege_account(kwok):
+    keeper = kwok.named("team-a-kwok-token-keeper").inputs
+    (upload,) = keeper["uploads"]
+    assert upload["permissions"] == "0400" and upload["owner"] == "65534"
+    kubeconfig = upload["content"]["secret"]  # a Pulumi secret as a whole
+    assert bound_token("gpu-tenancy-kwok") in kubeconfig and "server: https://172.30.0.2:31443" in kubeconfig
     assert "client-key-data" not in kubeconfig and "super" not in kubeconfig  # not the admin's
-    assert "team-a-kwok-token-value" in deps(kwok, "team-a-kwok-kubeconfig")
-    nowhere_in_clear(kwok, SA_TOKEN)
+    token = kwok.named("team-a-kwok-token")
+    assert token.inputs["account"] == "gpu-tenancy-kwok" and token.inputs["seconds"] == 7 * 24 * 3600
+    assert "team-a-kwok-token" in deps(kwok, "team-a-kwok-token-keeper")
+    assert kwok.named("team-a-kwok-renewal-role").inputs["rules"] == self_renewal_rules("gpu-tenancy-kwok")
+    nowhere_in_clear(kwok, bound_token("gpu-tenancy-kwok"))
 
 
 def test_kwok_cluster_role_is_exactly_its_rules(kwok):
@@ -172,7 +167,7 @@ def test_simulated_nodes_one_resource_per_pool(kwok):
     assert sim.inputs["cards_per_node"] == 1
     assert (sim.inputs["tenant"], sim.inputs["pool"]) == ("team-a", "sim")
     assert "secret" in sim.inputs["kubeconfig"]
-    assert "team-a-cp-admin-kubeconfig" in deps(kwok, "team-a-sim")
+    assert "team-a-cp-automation-token" in deps(kwok, "team-a-sim")
     assert "team-a-bootstrap-node-bootstrapper" in deps(kwok, "team-a-sim")
 
 
@@ -186,7 +181,7 @@ def test_simulated_nodes_carry_the_cards_and_the_docker_worker_none(kwok):
 
 def test_hami_waits_for_simulated_nodes_and_kwok(kwok):
     hami = deps(kwok, "team-a-hami-release")
-    assert {"team-a-sim", "team-a-kwok-deployment", "team-a-worker-0-labels", "team-a-worker-0-membership"} <= hami
+    assert {"team-a-sim", "team-a-kwok-container", "team-a-worker-0-labels", "team-a-worker-0-membership"} <= hami
     assert "team-a-network-kindnet" in hami
     assert not {n for n in deps(kwok, "team-b-hami-release") if "kwok" in n or "sim" in n}
 
@@ -277,6 +272,17 @@ def test_external_pool_token_lives_join_token_hours(ext):
     token = ext.named("team-a-gpus-token")
     assert token.type == BOOTSTRAP_TOKEN
     assert token.inputs["ttl_seconds"] == 6 * 3600 == 21600
+    # judged against the pool's Nodes: renewed while machines are still to join, then revoked
+    assert token.inputs["joins"] == {
+        "labels": {
+            "gpu": "on",
+            "gpu-tenancy/pool": "gpus",
+            "gpu-tenancy/pool-mode": "external",
+            "gpu-tenancy/tenant": "team-a",
+        },
+        "expected": 2,
+    }
+    assert ext.named("team-a-worker-0-token").inputs.get("joins") is None  # revoked by its membership
     assert len(token.inputs["token_id"]) == 6
     assert token.inputs["token_id"] != ext.named("team-a-worker-0-token").inputs["token_id"]
     assert "secret" in token.inputs["kubeconfig"]
@@ -291,12 +297,9 @@ def test_external_join_output_is_secret_with_the_ca_pinned(ext):
     join = gpus["join"]
     assert set(join) == {"secret"}, "the join carries a bootstrap token: a secret output"
     join = join["secret"]
-    assert {"command", "configuration", "labels", "expires"} <= set(join)
-    command = join["command"]
-    assert command.startswith("kubeadm join 172.30.0.2:31443 ")
-    assert f"--token {JOIN_TOKEN}" in command
-    assert f"--discovery-token-ca-cert-hash {TENANT_CA_HASH}" in command
-    assert "--discovery-token-ca-cert-hash sha256:" in command and "unsafe-skip-ca" not in command
+    assert set(join) == {"configuration", "labels", "expires", "status"}, "the configuration form only"
+    assert JOIN_TOKEN not in join["labels"] + join["status"] and "kubeadm join" not in json.dumps(join)
+    assert join["status"].startswith("open until ") and "for 2 machines" in join["status"]
     config = yaml.safe_load(join["configuration"])
     assert config["kind"] == "JoinConfiguration"
     discovery = config["discovery"]["bootstrapToken"]

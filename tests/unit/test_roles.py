@@ -7,7 +7,7 @@ import pytest
 
 from components.config.model import ConfigError, load_stack_config
 from components.ops.kube import cluster_ca, token_kubeconfig
-from components.platform.team_access import control_plane_rules, simulation_rules
+from components.platform.team_access import control_plane_rules
 from tests.unit.harness import ROOT, TENANT_SUPER, ProgramMocks, load_config_file, provider_name, run_program
 
 PLATFORM = load_config_file(ROOT / "Pulumi.platform.yaml")
@@ -73,12 +73,12 @@ def test_platform_stack_builds_cluster_and_kamaji_and_exports_for_teams():
 def test_platform_stack_gives_each_team_its_own_limited_identity():
     rec = run_program(PLATFORM, stack="platform")
     for name in ("team-a", "team-b"):
-        assert rec.named(f"team-{name}-cp-ns").inputs["metadata"]["name"] == f"tenant-{name}"
-        assert rec.named(f"team-{name}-sim-ns").inputs["metadata"]["name"] == f"tenant-{name}-sim"
+        assert rec.named(f"team-{name}-ns").inputs["metadata"]["name"] == f"tenant-{name}"
         account = rec.named(f"team-{name}-account").inputs["metadata"]
         assert account == {"name": "gpu-tenancy-team", "namespace": f"tenant-{name}"}
-        assert rec.named(f"team-{name}-cp-role").inputs["rules"] == control_plane_rules(name)
-        assert rec.named(f"team-{name}-sim-role").inputs["rules"] == simulation_rules(name)
+        assert rec.named(f"team-{name}-role").inputs["rules"] == control_plane_rules(name)
+        # one namespace per team: KWOK runs on the lab host, not in the shared cluster
+        assert not [r for r in rec.registrations if r.name.startswith(f"team-{name}-") and r.name.endswith("sim-ns")]
         binding = rec.named(f"team-{name}-tcp-policy-binding").inputs["spec"]
         assert binding["matchResources"]["namespaceSelector"]["matchLabels"] == {
             "kubernetes.io/metadata.name": f"tenant-{name}"

@@ -1,7 +1,9 @@
 """Tenant-level test program: the project's ExternalPool against a real API server.
 
 The tenant's admin kubeconfig comes in as the secret config key `kubeconfig`; the token's
-lifetime is given in seconds so the test can watch it expire.
+lifetime is given in seconds so the test can watch it expire, and `machines` is the pool's
+`nodes`. The output has the dev stack's shape (`<tenant>.pools.<pool>.join`), so the README's
+commands run on it unchanged.
 """
 
 import pulumi
@@ -11,6 +13,7 @@ from components.tenant.external_pool import ExternalPool, ExternalPoolArgs
 
 config = pulumi.Config()
 kubeconfig = config.require_secret("kubeconfig")
+machines = config.require_int("machines")
 pool = ExternalPool(
     "team-a-gpus",
     ExternalPoolArgs(
@@ -20,7 +23,8 @@ pool = ExternalPool(
         admin_kubeconfig=kubeconfig,
         ca_cert_hash=kubeconfig.apply(kubeconfig_ca_hash),
         token_ttl_seconds=config.require_int("ttlSeconds"),
+        machines=machines,
     ),
 )
-pulumi.export("join", pool.join)
+pulumi.export("team-a", {"pools": {"gpus": {"mode": "external", "machines": machines, "join": pool.join}}})
 pulumi.export("tokenId", pool.token.id)

@@ -1,14 +1,16 @@
 """Team-role test program: the project's PlatformLink (StackReference, registry check, the team's
 own token from secret config `managementToken`) and, on the management cluster it yields, what a
-team stack makes there beside its TenantControlPlane: KWOK's Secret in the tenant's simulation
-namespace (made by the platform). Tenants themselves need Kamaji, which this cluster does not run."""
+team stack makes there: its TenantControlPlane, with the spec the tenant component builds (the
+platform's DataStore, its own schema and ports). Kamaji itself does not run in this cluster, so
+the TCP is created but never reconciled, and the program does not wait for it."""
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.model import load_stack_config
-from components.config.names import simulation_namespace, simulation_secret
+from components.config.names import tenant_namespace
 from components.platform.platform_link import PlatformLink, PlatformLinkArgs
+from components.tenant.control_plane import TCP_API_VERSION, TCP_KIND, control_plane_spec, datastore_schema
 
 config = pulumi.Config()
 cfg = load_stack_config(
@@ -23,15 +25,16 @@ cfg = load_stack_config(
 )
 link = PlatformLink("platform", PlatformLinkArgs(config=cfg, token=config.require_secret("managementToken")))
 for t in cfg.tenants:
-    k8s.core.v1.Secret(
-        f"{t.name}-kwok",
-        # No garbage collector runs in the test cluster to finish a foreground deletion.
-        metadata={
-            "name": simulation_secret(t.name),
-            "namespace": simulation_namespace(t.name),
-            "annotations": {"pulumi.com/deletionPropagationPolicy": "background"},
-        },
-        string_data={"network": link.network, "apiPort": str(t.api_port)},
+    k8s.apiextensions.CustomResource(
+        f"{t.name}-tcp",
+        api_version=TCP_API_VERSION,
+        kind=TCP_KIND,
+        metadata={"name": t.name, "namespace": tenant_namespace(t.name)},
+        spec=link.datastore.apply(
+            lambda d, t=t: control_plane_spec(
+                t, str(cfg.cluster.management_ip), d, datastore_schema("gpu-tenancy", pulumi.get_stack(), t.name)
+            )
+        ),
         opts=pulumi.ResourceOptions(provider=link.provider),
     )
 pulumi.export("network", link.network)
