@@ -24,6 +24,7 @@ import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
+from components.ops.bound_token import seconds_left
 from components.ops.kube import get_json_or_none, http_status
 
 BOOTSTRAP_GROUP = "system:bootstrappers:kubeadm:default-node-token"
@@ -181,8 +182,7 @@ def join_token_verdict(
         return KEEP if revoked else REVOKE
     if revoked or not expiration:
         return RENEW
-    left = datetime.fromisoformat(expiration.replace("Z", "+00:00")).timestamp() - now
-    return RENEW if left < ttl_seconds * JOIN_RENEW_SHARE else KEEP
+    return RENEW if seconds_left(expiration, now) < ttl_seconds * JOIN_RENEW_SHARE else KEEP
 
 
 def _node(core: Any, name: str) -> dict[str, Any] | None:

@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,13 @@ SA_PREFIX = "system:serviceaccount:"
 
 class TokenExpiredError(Exception):
     """No token the keeper holds is still valid: the stack must issue a new one (`pulumi up`)."""
+
+
+def seconds_left(expiry: str | None, now: float) -> float:
+    """Seconds from `now` until an RFC 3339 `expiry` (an API object's); 0 when none is known."""
+    if not expiry:
+        return 0.0
+    return datetime.fromisoformat(expiry).timestamp() - now
 
 
 def self_renewal_rules(account: str) -> list[dict[str, Any]]:

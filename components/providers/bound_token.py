@@ -10,22 +10,15 @@ replacing) its ServiceAccount revokes it, which destroy does.
 from __future__ import annotations
 
 import time
-from datetime import datetime
 from typing import Any
 
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
-from components.ops.bound_token import request_token
+from components.ops.bound_token import request_token, seconds_left
 from components.ops.kube import core_api
 
 IDENTITY = ("namespace", "account", "account_uid", "seconds")
-
-
-def seconds_left(expiry: str | None, now: float) -> float:
-    if not expiry:
-        return 0.0
-    return datetime.fromisoformat(expiry.replace("Z", "+00:00")).timestamp() - now
 
 
 class BoundTokenProvider(ResourceProvider):
