@@ -16,7 +16,6 @@ import hashlib
 import json
 import secrets
 import string
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,6 +25,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from components.ops.bound_token import seconds_left
 from components.ops.kube import get_json_or_none, http_status
+from components.ops.waiting import TimedOut, wait_until
 
 BOOTSTRAP_GROUP = "system:bootstrappers:kubeadm:default-node-token"
 TOKEN_NAMESPACE = "kube-system"
@@ -195,22 +195,22 @@ def machine_id(node: dict[str, Any]) -> str:
 
 def wait_for_node(core: Any, name: str, machine: str, timeout: float, interval: float = 2.0) -> str:
     """Wait until the worker's kubelet has registered Node `name` with its machine ID; its uid."""
-    deadline = time.monotonic() + timeout
-    seen = ""
-    while True:
-        node = _node(core, name)
-        if node is not None:
-            seen = machine_id(node)
-            if seen == machine:
-                return node["metadata"]["uid"]
-        if time.monotonic() >= deadline:
-            found = f"a Node with machine ID {seen!r}" if node else "no Node"
-            raise NodeNotRegisteredError(
-                f"node {name}: {found} after {timeout:g} s, expected machine ID {machine!r}: "
-                "the kubelet in the worker container did not register "
-                "(see `docker exec <worker> journalctl -u kubelet`)"
-            )
-        time.sleep(interval)
+    last: dict[str, Any] = {}
+
+    def registered() -> str:
+        node = last["node"] = _node(core, name)
+        return node["metadata"]["uid"] if node is not None and machine_id(node) == machine else ""
+
+    try:
+        return wait_until(registered, timeout=timeout, interval=interval, what=f"node {name}")
+    except TimedOut:
+        node = last.get("node")
+        found = f"a Node with machine ID {machine_id(node)!r}" if node else "no Node"
+        raise NodeNotRegisteredError(
+            f"node {name}: {found} after {timeout:g} s, expected machine ID {machine!r}: "
+            "the kubelet in the worker container did not register "
+            "(see `docker exec <worker> journalctl -u kubelet`)"
+        ) from None
 
 
 def delete_node_if_mine(core: Any, name: str, machine: str) -> str:

@@ -10,7 +10,6 @@ deviceuuid}`, 2.10 `hami_gpu_memory_limit_bytes{node, device_uuid}`; both are re
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from components.config.names import HAMI_NAMESPACE
 from components.ops.kube import http_status
+from components.ops.waiting import TimedOut, wait_until
 
 # The chart's scheduler Service and its metrics port name.
 METRICS_SERVICE = "hami-scheduler:monitor"
@@ -81,18 +81,22 @@ def wait_registered(
 ) -> dict[str, int]:
     """Wait until HAMi lists every expected card; returns cards per node, or raises naming the
     nodes still missing and the likely cause."""
-    deadline = time.monotonic() + timeout
-    while True:
-        absent, why = check(core, expected)
-        if not absent:
-            return {node: len(devs) for node, devs in expected.items()}
-        if time.monotonic() >= deadline:
-            nodes = ", ".join(f"{n} ({len(d)} of {len(expected[n])} cards missing)" for n, d in sorted(absent.items()))
-            cause = why or (
-                "HAMi's scheduler has not taken these nodes' cards: check the node has status.allocatable "
-                "nvidia.com/gpu > 0 and a valid hami.io/node-nvidia-register annotation (the fake inventory), "
-                "and the hami-scheduler pod's log (kubectl -n hami-system logs deploy/hami-scheduler -c "
-                "vgpu-scheduler-extender)"
-            )
-            raise NotRegisteredError(f"HAMi did not register node(s) {nodes} within {timeout:g} s. {cause}")
-        time.sleep(interval)
+    last: dict[str, Any] = {}
+
+    def registered() -> bool:
+        last["absent"], last["why"] = check(core, expected)
+        return not last["absent"]
+
+    try:
+        wait_until(registered, timeout=timeout, interval=interval, what="HAMi's registration of the cards")
+    except TimedOut:
+        absent, why = last["absent"], last["why"]
+        nodes = ", ".join(f"{n} ({len(d)} of {len(expected[n])} cards missing)" for n, d in sorted(absent.items()))
+        cause = why or (
+            "HAMi's scheduler has not taken these nodes' cards: check the node has status.allocatable "
+            "nvidia.com/gpu > 0 and a valid hami.io/node-nvidia-register annotation (the fake inventory), "
+            "and the hami-scheduler pod's log (kubectl -n hami-system logs deploy/hami-scheduler -c "
+            "vgpu-scheduler-extender)"
+        )
+        raise NotRegisteredError(f"HAMi did not register node(s) {nodes} within {timeout:g} s. {cause}") from None
+    return {node: len(devs) for node, devs in expected.items()}

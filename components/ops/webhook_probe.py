@@ -10,10 +10,10 @@ called) and raises, with the reason, unless the answer comes back mutated by HAM
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from components.gpu.hami_annotations import RES_GPUMEM, SCHEDULER_NAME
+from components.ops.waiting import TimedOut, wait_until
 
 PROBE_POD = "gpu-tenancy-webhook-probe"
 
@@ -43,21 +43,23 @@ def probe_once(core: Any, namespace: str) -> str:
 
 def probe(core: Any, namespace: str, timeout: float, interval: float = 3.0) -> str:
     """Wait up to `timeout` for HAMi's mutation; raise WebhookUnreachableError with the facts."""
-    deadline = time.monotonic() + timeout
-    seen = ""
-    while True:
+    seen = {"scheduler": ""}
+
+    def mutated() -> bool:
         try:
-            seen = probe_once(core, namespace)
-            if seen == SCHEDULER_NAME:
-                return seen
+            seen["scheduler"] = probe_once(core, namespace)
         except Exception as exc:  # an API error is a finding too, reported below if it persists
-            seen = f"error: {getattr(exc, 'reason', '') or exc}"
-        if time.monotonic() >= deadline:
-            raise WebhookUnreachableError(
-                f"HAMi's admission webhook did not mutate a GPU pod within {timeout:g} s (dry-run pod in "
-                f"{namespace} came back with schedulerName {seen!r}, expected {SCHEDULER_NAME!r}). "
-                "The tenant API server cannot reach the webhook on the tenant's workers: check the "
-                "Konnectivity agents (kube-system/konnectivity-agent) and the hami-scheduler pod. Until then "
-                "GPU pods are scheduled by the default scheduler, without HAMi."
-            )
-        time.sleep(interval)
+            seen["scheduler"] = f"error: {getattr(exc, 'reason', '') or exc}"
+        return seen["scheduler"] == SCHEDULER_NAME
+
+    try:
+        wait_until(mutated, timeout=timeout, interval=interval, what="HAMi's webhook")
+    except TimedOut:
+        raise WebhookUnreachableError(
+            f"HAMi's admission webhook did not mutate a GPU pod within {timeout:g} s (dry-run pod in "
+            f"{namespace} came back with schedulerName {seen['scheduler']!r}, expected {SCHEDULER_NAME!r}). "
+            "The tenant API server cannot reach the webhook on the tenant's workers: check the "
+            "Konnectivity agents (kube-system/konnectivity-agent) and the hami-scheduler pod. Until then "
+            "GPU pods are scheduled by the default scheduler, without HAMi."
+        ) from None
+    return SCHEDULER_NAME
