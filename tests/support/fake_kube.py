@@ -6,6 +6,7 @@ The real API server stays the judge in the integration tier."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import threading
@@ -33,10 +34,18 @@ def merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     return target
 
 
+def selects(selector: str | None, obj: dict[str, Any]) -> bool:
+    """An equality label selector (`k=v,k2=v2`), as the API server applies it."""
+    labels = obj["metadata"].get("labels") or {}
+    wanted = (part.split("=", 1) for part in (selector or "").split(",") if part)
+    return all(labels.get(key) == value for key, value in wanted)
+
+
 @dataclass
 class FakeCore:
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    secrets: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
     calls: list[tuple[str, str]] = field(default_factory=list)
     _failures: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
@@ -59,6 +68,9 @@ class FakeCore:
             },
             "spec": {},
         }
+
+    def remove_node(self, name: str) -> None:
+        del self.nodes[name]
 
     def add_pod(
         self,
@@ -130,9 +142,38 @@ class FakeCore:
             self.on_patch("node", name)
         return _Response(self.nodes[name])
 
-    def list_node(self, **_kw: Any) -> _Response:
-        self._call("list_node", "")
-        return _Response({"items": list(self.nodes.values()), "metadata": {"resourceVersion": str(self._rv)}})
+    def list_node(self, label_selector: str | None = None, **_kw: Any) -> _Response:
+        self._call("list_node", label_selector or "")
+        items = [n for n in self.nodes.values() if selects(label_selector, n)]
+        return _Response({"items": items, "metadata": {"resourceVersion": str(self._rv)}})
+
+    def create_namespaced_secret(self, namespace: str, body: dict[str, Any], **_kw: Any) -> _Response:
+        """Stored as the API server keeps it: `stringData` becomes base64 `data`."""
+        name = body["metadata"]["name"]
+        self._call("create_namespaced_secret", f"{namespace}/{name}")
+        if (namespace, name) in self.secrets:
+            raise ApiException(status=409, reason="AlreadyExists")
+        data = {k: base64.b64encode(v.encode()).decode() for k, v in (body.get("stringData") or {}).items()}
+        meta = {**body["metadata"], "uid": f"uid-{namespace}-{name}", "resourceVersion": self._next_rv()}
+        self.secrets[(namespace, name)] = {"metadata": meta, "type": body.get("type"), "data": data}
+        return _Response(self.secrets[(namespace, name)])
+
+    def read_namespaced_secret(self, name: str, namespace: str, **_kw: Any) -> _Response:
+        self._call("read_namespaced_secret", f"{namespace}/{name}")
+        if (namespace, name) not in self.secrets:
+            raise ApiException(status=404, reason="Not Found")
+        return _Response(self.secrets[(namespace, name)])
+
+    def delete_namespaced_secret(self, name: str, namespace: str, body: Any = None, **_kw: Any) -> _Response:
+        self._call("delete_namespaced_secret", f"{namespace}/{name}")
+        found = self.secrets.get((namespace, name))
+        if found is None:
+            raise ApiException(status=404, reason="Not Found")
+        want = (body or {}).get("preconditions") or {}
+        if any(found["metadata"].get(k) != v for k, v in want.items()):
+            raise ApiException(status=409, reason="Conflict")
+        del self.secrets[(namespace, name)]
+        return _Response({})
 
     def read_namespaced_pod(self, name: str, namespace: str, **_kw: Any) -> _Response:
         self._call("read_namespaced_pod", f"{namespace}/{name}")
@@ -154,10 +195,7 @@ class FakeCore:
 
     def list_namespaced_pod(self, namespace: str, label_selector: str | None = None, **_kw: Any) -> _Response:
         self._call("list_namespaced_pod", namespace)
-        items = [p for (ns, _), p in self.pods.items() if ns == namespace]
-        if label_selector:
-            key, _, value = label_selector.partition("=")
-            items = [p for p in items if (p["metadata"].get("labels") or {}).get(key) == value]
+        items = [p for (ns, _), p in self.pods.items() if ns == namespace and selects(label_selector, p)]
         return _Response({"items": items, "metadata": {"resourceVersion": str(self._rv)}})
 
     def list_namespaced_event(self, namespace: str, field_selector: str = "", **_kw: Any) -> _Response:

@@ -4,16 +4,14 @@ asked; the provider's diff and update follow the verdict with a fake API client.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
-from types import SimpleNamespace
 
 import pytest
 
-from components.ops import bootstrap
 from components.ops.bootstrap import KEEP, RENEW, REVOKE, join_token_verdict
 from components.providers import bootstrap_token as provider
 from components.tenant.external_pool import join_output
+from tests.support.fake_kube import FakeCore
 
 NOW = 1_800_000_000.0
 TTL = 7200
@@ -46,44 +44,18 @@ def test_verdict(expiration, revoked, joined, expected, verdict):
     assert join_token_verdict(expiration, TTL, revoked, joined, expected, NOW) == verdict
 
 
-class FakeCore:
-    """Nodes by label, and the bootstrap-token Secrets the provider creates and deletes."""
-
-    def __init__(self, nodes: list[dict[str, str]]):
-        self.nodes = nodes
-        self.secrets: dict[str, dict] = {}
-        self.selectors: list[str] = []
-
-    def list_node(self, label_selector: str, _preload_content: bool = True):
-        self.selectors.append(label_selector)
-        want = dict(kv.split("=", 1) for kv in label_selector.split(","))
-        items = [{"metadata": {"labels": n}} for n in self.nodes if want.items() <= n.items()]
-        return SimpleNamespace(data=json.dumps({"items": items}).encode())
-
-    def create_namespaced_secret(self, namespace, body, _preload_content=True):
-        self.secrets[body["metadata"]["name"]] = body
-
-    def read_namespaced_secret(self, name, namespace, _preload_content=True):
-        import base64
-
-        body = self.secrets[name]
-        data = {k: base64.b64encode(v.encode()).decode() for k, v in body["stringData"].items()}
-        meta = {"name": name, "uid": "u", "resourceVersion": "1"}
-        return SimpleNamespace(data=json.dumps({"metadata": meta, "data": data}).encode())
-
-    def delete_namespaced_secret(self, name, namespace, body=None, _preload_content=True):
-        del self.secrets[name]
-
-
 LABELS = {"gpu": "on", "gpu-tenancy/pool": "a100", "gpu-tenancy/tenant": "team-a"}
 
 
 @pytest.fixture
 def fake(monkeypatch):
-    core = FakeCore([])
+    core = FakeCore()
     monkeypatch.setattr(provider, "core_api", lambda _kubeconfig: core)
-    monkeypatch.setattr(bootstrap, "get_json_or_none", lambda call, *a: json.loads(call(*a).data))
     return core
+
+
+def join_machine(core: FakeCore, name: str, labels: dict[str, str] = LABELS) -> None:
+    core.add_node(name, labels=labels)
 
 
 def props(expected: int = 2, ttl: int = TTL) -> dict:
@@ -99,16 +71,17 @@ def props(expected: int = 2, ttl: int = TTL) -> dict:
 def test_the_provider_renews_until_all_joined_then_revokes(fake):
     p = provider.BootstrapTokenProvider()
     made = p.create(props()).outs
-    assert made["revoked"] is False and "bootstrap-token-abc123" in fake.secrets
+    assert made["revoked"] is False and ("kube-system", "bootstrap-token-abc123") in fake.secrets
     assert not p.diff("abc123", made, props()).changes  # a second up changes nothing
 
-    fake.nodes = [{**LABELS, "m": "1"}]  # one of two joined
+    join_machine(fake, "other-0", {**LABELS, "gpu-tenancy/pool": "l4"})  # another pool's: not counted
+    join_machine(fake, "a100-0")  # one of two joined
     assert not p.diff("abc123", made, props()).changes
     old = {**made, "expiration": at_now(TTL * 0.1)}  # nearly expired with one still to join
     renew = p.diff("abc123", old, props())
     assert renew.replaces == ["expiration"] and renew.delete_before_replace
 
-    fake.nodes.append({**LABELS, "m": "2"})  # both joined: the next up revokes
+    join_machine(fake, "a100-1")  # both joined: the next up revokes
     revoke = p.diff("abc123", made, props())
     assert revoke.changes and not revoke.replaces
     closed = p.update("abc123", made, props()).outs
@@ -116,10 +89,14 @@ def test_the_provider_renews_until_all_joined_then_revokes(fake):
     assert not p.diff("abc123", closed, props()).changes
     p.delete("abc123", closed)  # nothing left to delete, and no error
 
-    # one more machine planned: a fresh token
+    # one more machine planned, or one gone: a fresh token
     assert p.diff("abc123", closed, props(expected=3)).replaces == ["expiration"]
-    # another pool's Nodes never count: the selector is the pool's own labels
-    assert set(fake.selectors) == {"gpu=on,gpu-tenancy/pool=a100,gpu-tenancy/tenant=team-a"}
+    fake.remove_node("a100-1")
+    assert p.diff("abc123", closed, props()).replaces == ["expiration"]
+    # the pool is found by its own labels
+    assert {n for verb, n in fake.calls if verb == "list_node"} == {
+        "gpu=on,gpu-tenancy/pool=a100,gpu-tenancy/tenant=team-a"
+    }
 
 
 def test_an_unreachable_tenant_never_revokes(monkeypatch):
@@ -136,7 +113,7 @@ def test_docker_worker_tokens_are_not_judged(fake):
     made = provider.BootstrapTokenProvider().create(worker).outs
     stale = {**made, "expiration": at_now(-3600)}
     assert not provider.BootstrapTokenProvider().diff("abc123", stale, worker).changes
-    assert fake.selectors == []
+    assert not [c for c in fake.calls if c[0] == "list_node"]
 
 
 def test_the_join_output_says_what_to_do():
