@@ -359,22 +359,43 @@ class Packing:
     unplaceable: str | None
 
 
-def pack(demands: Iterable[Demand], fleet: Fleet) -> Packing:
-    """Pack the pods that must be scheduled: first-fit decreasing by memory, each pod whole on
-    one node; nodes that fill up leave the scan, so the cost is about pods x nodes with room."""
-    pods = [(f"{d.name}[{k}]", d.pod) for d in demands if d.must_fit for k in range(d.replicas)]
-    pods.sort(key=lambda p: (p[1].total.gpumem_mb, p[1].total.gpucores), reverse=True)
-    nodes = [(i, _empty_node(fleet)) for i in range(fleet.nodes)]
-    placed: dict[str, int] = {}
-    for name, pod in pods:
-        for pos, (index, cards) in enumerate(nodes):
-            if _place(pod, cards, fleet.model):
-                placed[name] = index
+class _FirstFit:
+    """The one placement routine: nodes scanned in order, a pod placed whole on the first that
+    takes it; a node with no card left that has both memory and a slot leaves the scan, so the
+    cost is about pods x nodes with room. `pack` and `place_all` both place through it."""
+
+    def __init__(self, fleet: Fleet):
+        self.model = fleet.model
+        self.nodes = [_empty_node(fleet) for _ in range(fleet.nodes)]
+        self.open = list(range(fleet.nodes))
+
+    def place(self, pod: PodRequest) -> int | None:
+        """The node index the pod went to, or None when no node in the scan takes it."""
+        for pos, index in enumerate(self.open):
+            cards = self.nodes[index]
+            if _place(pod, cards, self.model):
                 if not any(c.slots_free > 0 and c.mem_free > 0 for c in cards):
-                    del nodes[pos]  # full: never scanned again
-                break
-        else:
+                    del self.open[pos]  # full: never scanned again
+                return index
+        return None
+
+
+def _largest_first(demands: Iterable[Demand], must_fit: bool) -> list[tuple[str, Demand]]:
+    """The pods (`workload[k]`, with their demand) that must (or need not) fit, decreasing by memory."""
+    pods = [(f"{d.name}[{k}]", d) for d in demands if d.must_fit == must_fit for k in range(d.replicas)]
+    pods.sort(key=lambda p: (p[1].pod.total.gpumem_mb, p[1].pod.total.gpucores), reverse=True)
+    return pods
+
+
+def pack(demands: Iterable[Demand], fleet: Fleet) -> Packing:
+    """Pack the pods that must be scheduled (first-fit decreasing), up to the first that does not fit."""
+    fit = _FirstFit(fleet)
+    placed: dict[str, int] = {}
+    for name, d in _largest_first(demands, must_fit=True):
+        index = fit.place(d.pod)
+        if index is None:
             return Packing(placed, name)
+        placed[name] = index
     return Packing(placed, None)
 
 
@@ -435,37 +456,26 @@ def _pending_reasons(pod: PodRequest, nodes: list[list[_Card]], model: GpuModel)
 def place_all(demands: Iterable[Demand], fleet: Fleet) -> Placement:
     """Place every pod, going on past those that do not fit, for a plan's full picture.
 
-    The pods that must be scheduled go first, exactly as `pack` places them (same order, same
-    `_place`, same full-node shortcut), so both agree on what fits; the pods allowed to stay
-    Pending then take what is left, first-fit decreasing too. A pod no node takes gets HAMi's
-    codes from every node as the fleet stands at that moment. (A node `pack` stopped scanning
-    because no card has memory and a slot left can still suit a 0 MB request; such a pod stays
-    Pending with no code, as in `pack`.)
+    The pods that must be scheduled go first, through the same routine and in the same order as
+    `pack`, so both agree on what fits; the pods allowed to stay Pending then take what is left.
+    A pod no node takes gets HAMi's codes from every node as the fleet stands at that moment. (A
+    node that left the scan because no card has memory and a slot left can still suit a 0 MB
+    request; such a pod stays Pending with no code, as in `pack`.)
     """
     demands = list(demands)
-
-    def pods(must_fit: bool) -> list[tuple[str, Demand]]:
-        out = [(f"{d.name}[{k}]", d) for d in demands if d.must_fit == must_fit for k in range(d.replicas)]
-        out.sort(key=lambda p: (p[1].pod.total.gpumem_mb, p[1].pod.total.gpucores), reverse=True)
-        return out
-
-    nodes = [_empty_node(fleet) for _ in range(fleet.nodes)]
-    scan = list(range(fleet.nodes))  # as in pack: a full node leaves the scan
+    fit = _FirstFit(fleet)
     placed: dict[str, int] = {}
     pending: list[PendingPod] = []
-    for name, d in pods(True) + pods(False):
-        for pos, index in enumerate(scan):
-            cards = nodes[index]
-            if _place(d.pod, cards, fleet.model):
+    for must_fit in (True, False):
+        for name, d in _largest_first(demands, must_fit):
+            index = fit.place(d.pod)
+            if index is None:
+                reasons = _pending_reasons(d.pod, fit.nodes, fleet.model)
+                pending.append(PendingPod(name, d.name, reasons, allowed=not must_fit))
+            else:
                 placed[name] = index
-                if not any(c.slots_free > 0 and c.mem_free > 0 for c in cards):
-                    del scan[pos]
-                break
-        else:
-            reasons = _pending_reasons(d.pod, nodes, fleet.model)
-            pending.append(PendingPod(name, d.name, reasons, allowed=not d.must_fit))
     m = fleet.model
-    cards = [c for node in nodes for c in node]
+    cards = [c for node in fit.nodes for c in node]
     allocated = Quota(
         gpus=sum(m.split_count - c.slots_free for c in cards),
         gpumem_mb=sum(m.memory_mb - c.mem_free for c in cards),
