@@ -6,15 +6,9 @@ exported for team stacks; `team` one team's tenants on a platform reached by Sta
 
 import pulumi
 
-from components.config.model import (
-    MANAGEMENT_TOKEN_KEY,
-    MODE_KUBECONFIG,
-    ROLE_LAB,
-    ROLE_PLATFORM,
-    ROLE_TEAM,
-    ConfigError,
-    load_stack_config,
-)
+from components.config.load import OBJECT_KEYS, load_config
+from components.config.model import MANAGEMENT_TOKEN_KEY, MODE_KUBECONFIG, ROLE_LAB, ROLE_PLATFORM, ROLE_TEAM
+from components.config.problems import ConfigError
 from components.platform.kamaji import KamajiPlatform, KamajiPlatformArgs
 from components.platform.management_cluster import ManagementCluster, ManagementClusterArgs
 from components.platform.platform_link import PlatformLink, PlatformLinkArgs, platform_outputs
@@ -26,12 +20,9 @@ project = pulumi.get_project()
 stack = pulumi.get_stack()
 config = pulumi.Config()
 try:
-    cfg = load_stack_config(
+    cfg = load_config(
         project,
-        {key: config.get_object(key) for key in ("cluster", "tenants", "hami", "teams")}
-        | {key: config.get(key) for key in ("role", "platformStack")},
-        kubeconfig_given=pulumi.runtime.get_config(f"{project}:kubeconfig") is not None,
-        management_token_given=pulumi.runtime.get_config(f"{project}:{MANAGEMENT_TOKEN_KEY}") is not None,
+        lambda key: config.get_object(key) if key in OBJECT_KEYS else pulumi.runtime.get_config(f"{project}:{key}"),
     )
 except ConfigError as exc:
     raise pulumi.RunError(str(exc)) from None

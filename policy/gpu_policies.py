@@ -1,6 +1,6 @@
 """The gpu-quotas pack's policies, kept apart from __main__.py (whose PolicyPack blocks forever).
 
-Tenants come from the stack-config model (components.config.model.load_tenants), either from
+Tenants come from the stack-config model (components.config.load.load_tenants), either from
 the pack config `{"tenants": [...]}` (same shape as `gpu-tenancy:tenants`) or from the stack's
 own `gpu-tenancy:tenants`; every verdict comes from the rulebook (components.gpu.rules), the
 code the program's config validation runs. So preview and config validation cannot disagree.
@@ -42,8 +42,11 @@ from pulumi_policy import (  # noqa: E402
 )
 from pulumi_policy.proxy import UnknownValueError  # noqa: E402
 
-from components.config.model import ClusterConfig, ConfigError, TenantConfig, load_tenants, tenants_schema  # noqa: E402
-from components.config.names import TENANT_LABEL  # noqa: E402
+from components.config.load import load_tenants  # noqa: E402
+from components.config.model import ClusterConfig, TenantConfig  # noqa: E402
+from components.config.names import PROJECT, TENANT_LABEL  # noqa: E402
+from components.config.problems import ConfigError  # noqa: E402
+from components.config.reference import tenants_schema  # noqa: E402
 from components.gpu.hami_annotations import RES_GPU  # noqa: E402
 from components.gpu.rules import (
     Demand,
@@ -55,7 +58,6 @@ from components.gpu.rules import (
     quota_violations,
 )  # noqa: E402
 
-PROJECT = "gpu-tenancy"
 CONFIG_SCHEMA = PolicyConfigSchema(
     properties={
         "tenants": {

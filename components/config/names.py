@@ -1,6 +1,9 @@
 """Names and labels this project gives the objects it creates (read back by the policy pack and
 the release controller): one place, so every reader agrees."""
 
+# The Pulumi project (Pulumi.yaml's name): the prefix of every stack config key.
+PROJECT = "gpu-tenancy"
+
 TENANT_LABEL = "gpu-tenancy/tenant"
 WORKLOAD_LABEL = "gpu-tenancy/workload"
 # Nodes whose GPUs are fake (the inventory writes their cards): only there does the release

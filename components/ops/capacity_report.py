@@ -19,16 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from components.config.model import StackConfig, TenantConfig, load_stack_config
+from components.config.load import load_stack_file
+from components.config.model import StackConfig, TenantConfig
 from components.gpu import hami_annotations as ha
 from components.gpu.rules import Quota, total_usage
 from components.ops import hami_reasons
 from components.ops.kube import core_api
 
 ROOT = Path(__file__).resolve().parents[2]
-PROJECT = "gpu-tenancy"
 
 
 @dataclass(frozen=True)
@@ -149,10 +147,7 @@ def render_markdown(report: list[TenantCapacity], stack: str) -> str:
 
 
 def load_stack(stack: str, root: Path = ROOT) -> StackConfig:
-    doc = yaml.safe_load((root / f"Pulumi.{stack}.yaml").read_text())
-    config = doc.get("config") or {}
-    raw = {key.split(":", 1)[1]: value for key, value in config.items() if key.startswith(f"{PROJECT}:")}
-    return load_stack_config(PROJECT, raw, kubeconfig_given=f"{PROJECT}:kubeconfig" in config)
+    return load_stack_file(root / f"Pulumi.{stack}.yaml")
 
 
 def stack_kubeconfigs(stack: str, root: Path = ROOT) -> Mapping[str, str]:

@@ -14,14 +14,14 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from components.config.model import ConfigError, TenantConfig, load_tenants
+from components.config.load import StackFileError, load_tenants, read_stack_file
+from components.config.model import TenantConfig
+from components.config.problems import ConfigError
 from components.gpu.catalog import GPU_MODELS
 from components.gpu.rules import (
     CARD_TYPE_MISMATCH,
@@ -91,26 +91,12 @@ def parse_plans(texts: Sequence[str]) -> list[Plan]:
 
 
 def read_stack(path: Path) -> list[TenantConfig]:
-    """Tenants of a Pulumi stack file, validated as `up` and the policy pack validate them; the
-    project is the prefix of its `<project>:tenants` key."""
+    """Tenants of a Pulumi stack file, validated as `up` and the policy pack validate them."""
     try:
-        doc = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise PlanError(f"cannot read stack file {path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        at = f" (line {where.line + 1})" if where is not None else ""
-        raise PlanError(f"stack file {path} is not valid YAML{at}: {getattr(exc, 'problem', None) or exc}") from None
-    config = doc.get("config") if isinstance(doc, Mapping) else None
-    if not isinstance(config, Mapping):
-        raise PlanError(f"stack file {path} has no `config:` mapping (a Pulumi stack file has one)")
-    keys = sorted(k for k in config if isinstance(k, str) and k.endswith(":tenants"))
-    if len(keys) != 1:
-        found = f"found {', '.join(keys)}" if keys else "found none"
-        raise PlanError(f"stack file {path} needs exactly one `<project>:tenants` key under config; {found}")
-    project = keys[0].rsplit(":", 1)[0]
-    try:
-        return load_tenants(project, config[keys[0]], config.get(f"{project}:cluster"))
+        project, config = read_stack_file(path)
+        return load_tenants(project, config.get("tenants"), config.get("cluster"))
+    except StackFileError as exc:
+        raise PlanError(str(exc)) from None
     except ConfigError as exc:
         raise PlanError(f"{path}: {exc}") from None
 

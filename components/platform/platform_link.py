@@ -15,7 +15,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config.model import MANAGEMENT_TOKEN_KEY, StackConfig, team_slot_problems
+from components.config.load import team_slot_problems
+from components.config.model import MANAGEMENT_TOKEN_KEY, StackConfig
 from components.config.names import TEAM_ACCOUNT
 from components.ops.kube import cluster_ca, cluster_server, token_kubeconfig
 from components.ops.team_token import token_seconds_left

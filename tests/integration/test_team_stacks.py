@@ -20,7 +20,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from components.config.model import load_tenants
+from components.config.load import load_tenants
 from components.ops.kube import api_client, cluster_ca, token_kubeconfig
 from components.ops.team_token import token_seconds_left
 from components.tenant.control_plane import control_plane_spec, datastore_schema

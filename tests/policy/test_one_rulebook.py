@@ -10,7 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pulumi_policy import PolicyResource, PolicyResourceOptions, StackValidationArgs
 
-from components.config.model import ConfigError, WorkloadConfig, load_stack_config
+from components.config.load import load_stack_config
+from components.config.model import WorkloadConfig
+from components.config.problems import ConfigError
 from components.gpu.catalog import GPU_MODELS
 from components.gpu.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM, RES_GPUMEM_PERCENTAGE
 from components.gpu.rules import Demand, Fleet, GpuRequest, PodRequest, pack, parse_request

@@ -17,8 +17,9 @@ import pulumi
 from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
 
+from components.config.names import PROJECT
+
 ROOT = Path(__file__).resolve().parents[2]
-PROJECT = "gpu-tenancy"
 
 K3S_KUBECONFIG = """apiVersion: v1
 kind: Config

@@ -3,8 +3,10 @@
 import copy
 
 import pytest
+import yaml
 
-from components.config.model import ConfigError, load_stack_config
+from components.config.load import load_stack_config
+from components.config.problems import ConfigError
 from tests.unit.harness import ROOT, load_config_file, run_program
 
 DEV = load_config_file(ROOT / "Pulumi.dev.yaml")
@@ -295,3 +297,23 @@ def test_example_stack_files_are_valid(name):
     (t,) = cfg.tenants
     assert t.docker_nodes == 1 and t.fleet.cards_per_node == 8
     assert (t.real_gpus, t.fleet.nodes) == ((False, 200) if "fleet" in name else (True, 4))
+
+
+def test_a_stack_file_is_read_as_up_reads_its_config(tmp_path):
+    """The offline tools' loader (load_stack_file) and `up`'s (load_config over Pulumi's config)
+    are one: the same StackConfig from the same keys, secrets only noted as given."""
+    from components.config.load import load_config, load_stack_file
+    from components.config.names import PROJECT
+
+    assert yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["name"] == PROJECT
+    from_file = load_stack_file(ROOT / "Pulumi.dev.yaml")
+    assert from_file == load_config(PROJECT, raw(DEV).get)
+    assert from_file == load_stack_config(PROJECT, raw(DEV))
+    adopted = tmp_path / "Pulumi.adopted.yaml"
+    cluster = {"mode": "kubeconfig", "name": "prod", "subnet": "172.30.2.0/24", "managementIp": "172.30.2.2"}
+    body = {**DEV, "gpu-tenancy:cluster": cluster}
+    adopted.write_text(yaml.safe_dump({"config": body}))
+    with pytest.raises(ConfigError, match="kubeconfig"):
+        load_stack_file(adopted)
+    adopted.write_text(yaml.safe_dump({"config": {**body, "gpu-tenancy:kubeconfig": {"secure": "v1:abc"}}}))
+    assert load_stack_file(adopted).cluster.mode == "kubeconfig"

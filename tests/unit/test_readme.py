@@ -1,11 +1,11 @@
-"""The README's stack-config table is the model's own (components.config.model.reference_rows):
+"""The README's stack-config table is the model's own (components.config.reference.reference_rows):
 a key added to, renamed in or removed from the model fails here until the README says so."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from components.config.model import reference_rows
+from components.config.reference import reference_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 BEGIN, END = "<!-- config-table:begin -->", "<!-- config-table:end -->"

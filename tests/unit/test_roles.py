@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from components.config.model import ConfigError, load_stack_config
+from components.config.load import load_stack_config
+from components.config.problems import ConfigError
 from components.ops.kube import cluster_ca, token_kubeconfig
 from components.platform.team_access import control_plane_rules
 from tests.unit.harness import ROOT, TENANT_SUPER, ProgramMocks, load_config_file, provider_name, run_program

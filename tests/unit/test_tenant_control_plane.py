@@ -7,7 +7,7 @@ import jsonschema
 import pytest
 import yaml
 
-from components.config.model import load_stack_config
+from components.config.load import load_stack_config
 from components.tenant.control_plane import control_plane_spec, datastore_schema
 from tests.unit.harness import ROOT, load_config_file
 

@@ -5,7 +5,7 @@ kube-apiserver); Docker and Kamaji are left out."""
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config.model import load_stack_config
+from components.config.load import load_stack_config
 from components.platform.platform_link import platform_outputs
 from components.platform.team_access import TeamAccess, TeamAccessArgs
 

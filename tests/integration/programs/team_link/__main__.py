@@ -7,7 +7,7 @@ the TCP is created but never reconciled, and the program does not wait for it.""
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config.model import load_stack_config
+from components.config.load import load_stack_config
 from components.config.names import tenant_namespace
 from components.platform.platform_link import PlatformLink, PlatformLinkArgs
 from components.tenant.control_plane import TCP_API_VERSION, TCP_KIND, control_plane_spec, datastore_schema

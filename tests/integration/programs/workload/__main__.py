@@ -4,7 +4,7 @@ cluster given by the secret config `kubeconfig`; the workload comes from config 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config.model import load_stack_config
+from components.config.load import load_stack_config
 from components.tenant.gpu_workload import GpuWorkload, GpuWorkloadArgs
 
 config = pulumi.Config()

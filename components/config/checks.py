@@ -1,0 +1,178 @@
+"""Checks that span fields of the stack config (cards, quota, networks, names, pools,
+workloads and their fit, through the rulebook), each naming the key to fix.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable
+
+from components.config.model import (
+    _RESOURCE_KEYS,
+    HOSTNAME_MAX,
+    MAX_WORKERS,
+    NODE_POD_PREFIX,
+    POOL_DOCKER,
+    POOL_EXTERNAL,
+    POOL_KWOK,
+    POOL_MAX_NODES,
+    ClusterConfig,
+    TenantConfig,
+)
+from components.config.names import RESERVED_NAMESPACES
+from components.config.problems import Collector
+from components.gpu.catalog import MOCK_PLUGIN_MAX_MB_PER_NODE
+from components.gpu.rules import (
+    RequestError,
+    judge,
+    pod_violations,
+)
+
+
+def tenant_checks(t: TenantConfig, i: int, cluster: ClusterConfig | None, c: Collector) -> None:
+    """What spans the fields of one tenant: its cards, quota, networks, names and workloads."""
+    path = f"tenants[{i}]"
+    m = t.gpu.model
+    fail = c.fail
+    before = len(c.problems)
+    mock_plugin = any(p.mode == POOL_DOCKER for p in t.gpu_pools)
+    if mock_plugin and t.gpu.cards_per_node * m.memory_mb > MOCK_PLUGIN_MAX_MB_PER_NODE:
+        fail(
+            f"{path}.gpu.cardsPerNode",
+            f"{t.gpu.cards_per_node} x {m.memory_mb} MB = {t.gpu.cards_per_node * m.memory_mb} MB per node is more "
+            f"than the mock device plugin can advertise ({MOCK_PLUGIN_MAX_MB_PER_NODE} MB); use at most "
+            f"{MOCK_PLUGIN_MAX_MB_PER_NODE // m.memory_mb} {m.key} cards per node, or put the cards on a kwok pool",
+        )
+    q = t.quota
+    if q.gpumem_mb < m.memory_mb:
+        fail(f"{path}.quota.gpumemMb", f"{q.gpumem_mb} MB is below one {m.key} card ({m.memory_mb} MB)")
+    if q.gpucores < m.cores:
+        fail(f"{path}.quota.gpucoresPercent", f"{q.gpucores} % is below one card ({m.cores} %)")
+    pod_net = ipaddress.IPv4Network(t.pod_cidr)
+    svc_net = ipaddress.IPv4Network(t.service_cidr)
+    if svc_net.num_addresses < 16:
+        fail(f"{path}.serviceCidr", f"{t.service_cidr} is too small: it must hold the DNS service IP (.10)")
+    _pool_checks(t, path, fail)
+    # kube-controller-manager gives every Node object a /24, simulated ones included.
+    node_objects = sum(p.nodes for p in t.pools)
+    node_nets = 2 ** max(0, NODE_POD_PREFIX - pod_net.prefixlen) if pod_net.prefixlen <= NODE_POD_PREFIX else 0
+    if node_nets < node_objects:
+        fail(
+            f"{path}.podCidr",
+            f"{t.pod_cidr} holds {node_nets} node network(s) (/{NODE_POD_PREFIX} each) for {node_objects} node(s); "
+            f"use a /{NODE_POD_PREFIX - max(0, (node_objects - 1).bit_length())} or larger",
+        )
+    cluster_net = ipaddress.IPv4Network(cluster.subnet) if cluster else None
+    for label, net in (("podCidr", pod_net), ("serviceCidr", svc_net)):
+        if cluster_net is not None and net.overlaps(cluster_net):
+            fail(f"{path}.{label}", f"{net} overlaps the Docker network {cluster_net}")
+    if pod_net.overlaps(svc_net):
+        fail(f"{path}.serviceCidr", f"{svc_net} overlaps podCidr {pod_net}")
+    if cluster is not None:
+        for j, pool in enumerate(t.pools):
+            names = t.node_names(cluster.name, pool)
+            if names and len(names[-1]) > HOSTNAME_MAX:
+                fail(f"{path}.pools[{j}].name", f"node name {names[-1]!r} is longer than {HOSTNAME_MAX}; shorten it")
+    _workload_checks(t, path, fail)
+    if len(c.problems) != before:
+        return  # totals against quota and fleet only mean something once the tenant is valid
+    verdict = judge(t.demands(), q.quota, t.fleet)
+    for problem in verdict.over_quota:
+        fail(f"{path}.workloads", f"together ask for more than the tenant's quota: {problem}")
+    if verdict.unplaceable and not verdict.over_quota:
+        fail(
+            f"{path}.workloads",
+            f"{verdict.unplaceable} cannot be placed on the fleet ({t.fleet.describe()}); "
+            "set failOnPending: false on a workload declared to stay Pending",
+        )
+    capacity = t.fleet.capacity
+    for label, limit, cap in (
+        ("gpus", q.gpus, capacity.gpus),
+        ("gpumemMb", q.gpumem_mb, capacity.gpumem_mb),
+        ("gpucoresPercent", q.gpucores, capacity.gpucores),
+    ):
+        if limit > cap:
+            c.warnings.append(
+                f"{path}.quota.{label}: {limit} is {limit - cap} above what the fleet holds ({cap}); "
+                "the quota can never be used in full"
+            )
+
+
+def _pool_checks(t: TenantConfig, path: str, fail: Callable[[str, str], None]) -> None:
+    """Pools: unique names, node counts per mode, a real node for the system pods, one kind of GPU."""
+    seen: dict[str, int] = {}
+    for j, pool in enumerate(t.pools):
+        where = f"{path}.pools[{j}]"
+        if pool.name in seen:
+            fail(f"{where}.name", f"duplicate pool name {pool.name!r} (also pools[{seen[pool.name]}])")
+        seen.setdefault(pool.name, j)
+        limit = POOL_MAX_NODES.get(pool.mode)
+        if limit is not None and pool.nodes > limit:
+            fail(
+                f"{where}.nodes",
+                f"{'an' if pool.mode == POOL_EXTERNAL else 'a'} {pool.mode} pool holds at most {limit} nodes, "
+                f"got {pool.nodes}",
+            )
+        if pool.join_token_hours is not None and pool.mode != POOL_EXTERNAL:
+            fail(f"{where}.joinTokenHours", f"only external pools get a join token (this pool is {pool.mode})")
+    if not t.pools:
+        fail(f"{path}.pools", "needs at least one pool, with at least one docker node")
+    elif not t.docker_nodes:
+        fail(
+            f"{path}.pools",
+            "needs a docker pool: HAMi's scheduler, CoreDNS and the Konnectivity agent must really run, "
+            "and simulated or not-yet-joined nodes cannot run them; add {name: worker, mode: docker, nodes: 1}",
+        )
+    elif t.docker_nodes > MAX_WORKERS:
+        fail(f"{path}.pools", f"{t.docker_nodes} docker nodes in all; a tenant has at most {MAX_WORKERS}")
+    if t.pools_of(POOL_EXTERNAL) and t.pools_of(POOL_KWOK):
+        fail(
+            f"{path}.pools",
+            "mixes kwok (fake cards, HAMi's mock plugin) and external (real cards, NVIDIA's plugin) pools; "
+            "one tenant's HAMi runs one device plugin: put them in two tenants",
+        )
+
+
+def _workload_checks(t: TenantConfig, path: str, fail: Callable[[str, str], None]) -> None:
+    seen: set[tuple[str, str]] = set()
+    m = t.gpu.model
+    for j, w in enumerate(t.workloads):
+        where = f"{path}.workloads[{j}]"
+        if (w.namespace, w.name) in seen:
+            fail(f"{where}.name", f"duplicate workload {w.namespace}/{w.name}")
+        seen.add((w.namespace, w.name))
+        if w.namespace in RESERVED_NAMESPACES:
+            fail(f"{where}.namespace", f"{w.namespace!r} is reserved ({', '.join(RESERVED_NAMESPACES)}); use your own")
+        if w.kind == "Pod" and w.replicas != 1:
+            fail(f"{where}.replicas", "a Pod has exactly one replica; use kind Deployment for more")
+        if w.card_type is not None and w.card_type.lower() not in m.hami_type.lower():
+            fail(f"{where}.cardType", f"{w.card_type!r} matches no card of this tenant (its cards are {m.hami_type!r})")
+        if not w.limits:
+            fail(where, "asks for no GPU: give gpus, gpumemMb and/or gpucoresPercent")
+            continue
+        try:
+            pod = w.pod(m)
+        except RequestError as exc:
+            fail(f"{where}.{_RESOURCE_KEYS.get(exc.resource, 'gpus')}", str(exc).split(": ", 1)[-1])
+            continue
+        if not pod.containers:
+            fail(f"{where}.gpus", "0 GPUs: leave the workload out instead")
+            continue
+        for problem in pod_violations(pod, t.fleet):
+            fail(where, problem)
+
+
+def unique(c: Collector, entries: list[tuple[str, str, int | None, int | None]], what: str) -> None:
+    """Names and ports (API and Konnectivity alike share one NodePort space) used once each."""
+    names: dict[str, str] = {}
+    ports: dict[int, str] = {}
+    for path, name, api_port, konn_port in entries:
+        if name in names:
+            c.fail(f"{path}.name", f"duplicate {what} name {name!r} (also {names[name]})")
+        names.setdefault(name, path)
+        for label, port in (("apiPort", api_port), ("konnectivityPort", konn_port)):
+            if port is None:
+                continue
+            if port in ports:
+                c.fail(f"{path}.{label}", f"port {port} is already used by {ports[port]}")
+            ports.setdefault(port, f"{path}.{label}")

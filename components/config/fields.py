@@ -1,0 +1,172 @@
+"""Field types of the stack config: each checks its own value and says what is allowed, in
+the words a stack file uses (`must be 1-24 h, got 25`); the sections are built from them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    WithJsonSchema,
+)
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from components.gpu.catalog import GPU_MODELS, GpuModel
+
+NODE_PORT_RANGE = range(30000, 32768)
+DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DURATION = re.compile(r"^([0-9]+(ms|s|m|h))+$")
+STACK_REF = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+_UNITS = re.compile(r"\s*[0-9.]+\s*[KMGTkmgt]i?[Bb]?\s*")
+
+ERROR_TYPE = "gpu_tenancy"
+
+
+def invalid(message: str) -> PydanticCustomError:
+    # The text travels in the context, so braces in a user's value are never formatted.
+    return PydanticCustomError(ERROR_TYPE, "{msg}", {"msg": message})
+
+
+# -- field types: each checks its own value and says what is allowed ------------------------
+def integer(lo: int, hi: int, unit: str = "", mb: bool = False) -> Any:
+    def check(value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            hint = ""
+            if mb and isinstance(value, str) and _UNITS.fullmatch(value):
+                hint = " (units are not accepted: give plain MB, e.g. 10240 for 10Gi)"
+            what = f"a plain integer in MB ({lo}-{hi})" if mb else f"an integer {lo}-{hi}{unit}"
+            raise invalid(f"must be {what}, got {value!r}{hint}")
+        if not lo <= value <= hi:
+            raise invalid(f"must be {lo}-{hi}{unit}, got {value}")
+        return value
+
+    return Annotated[int, BeforeValidator(check), Field(ge=lo, le=hi)]
+
+
+def string(pattern: re.Pattern[str] | None, what: str, max_len: int = 253) -> Any:
+    def check(value: object) -> str:
+        if not isinstance(value, str) or not value:
+            raise invalid(f"must be a non-empty string ({what}), got {value!r}")
+        if len(value) > max_len or (pattern is not None and not pattern.match(value)):
+            raise invalid(f"must be {what}, got {value!r}")
+        return value
+
+    return Annotated[str, BeforeValidator(check), Field(min_length=1, max_length=max_len)]
+
+
+def choice(allowed: Sequence[str], message: Callable[[object], str] | None = None) -> Any:
+    def check(value: object) -> str:
+        if not isinstance(value, str) or value not in allowed:
+            raise invalid(message(value) if message else f"must be one of {', '.join(allowed)}, got {value!r}")
+        return value
+
+    return Annotated[str, BeforeValidator(check), WithJsonSchema({"type": "string", "enum": list(allowed)})]
+
+
+def _network(value: object) -> str:
+    if not isinstance(value, str) or "/" not in value:
+        raise invalid(f"must be an IPv4 network with its prefix length, like 10.244.0.0/16, got {value!r}")
+    try:
+        ipaddress.IPv4Network(value)
+    except ValueError as exc:
+        raise invalid(f"must be an IPv4 network like 10.244.0.0/16, got {value!r} ({exc})") from None
+    return value
+
+
+def _address(value: object) -> str:
+    try:
+        ipaddress.IPv4Address(value if isinstance(value, str) else "")
+    except ValueError:
+        raise invalid(f"must be an IPv4 address, got {value!r}") from None
+    return value  # type: ignore[return-value]
+
+
+def _gpu_model(value: object) -> GpuModel:
+    if isinstance(value, GpuModel):
+        return value
+    if not isinstance(value, str) or value not in GPU_MODELS:
+        raise invalid(f"unknown GPU model {value!r}; allowed: {', '.join(sorted(GPU_MODELS))}")
+    return GPU_MODELS[value]
+
+
+def _boolean(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise invalid(f"must be true or false, got {value!r}")
+    return value
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple) or not all(isinstance(c, str) for c in value):
+        raise invalid(f"must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def list_of(what: str) -> Callable[[object], object]:
+    def check(value: object) -> object:
+        if value is None:
+            return []
+        if not isinstance(value, list | tuple):
+            raise invalid(f"must be a list of {what}, got {value!r}")
+        return value
+
+    return check
+
+
+def mapping(keys: Callable[[], list[str]]) -> Callable[[object], object]:
+    """A nested section must be a mapping; None stands for an empty one."""
+
+    def check(value: object) -> object:
+        if value is None:
+            return {}
+        if isinstance(value, BaseModel):
+            return value
+        if not isinstance(value, Mapping):
+            raise invalid(f"must be an object with keys {', '.join(keys())}, got {value!r}")
+        return value
+
+    return check
+
+
+DnsLabel = string(DNS_1123, "a DNS label (a-z, 0-9, '-')", 63)
+Network = Annotated[str, BeforeValidator(_network), Field(pattern=r"^[0-9.]+/[0-9]+$")]
+Address = Annotated[str, BeforeValidator(_address)]
+Port = integer(NODE_PORT_RANGE.start, NODE_PORT_RANGE.stop - 1, " (the management cluster's NodePort range)")
+Model = Annotated[
+    GpuModel,
+    BeforeValidator(_gpu_model),
+    PlainSerializer(lambda m: m.key, return_type=str),
+    WithJsonSchema({"type": "string", "enum": sorted(GPU_MODELS)}),
+]
+Bool = Annotated[bool, BeforeValidator(_boolean)]
+Strings = Annotated[tuple[str, ...], BeforeValidator(_strings)]
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        extra="forbid",
+        frozen=True,
+        arbitrary_types_allowed=True,
+        validate_default=True,
+        # Python code may build a model by field name; stack config is read by its keys only.
+        validate_by_name=True,
+        validate_by_alias=True,
+    )
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        return [f.alias or n for n, f in cls.model_fields.items()]
+
+
+def section(cls: type[Section]) -> Any:
+    return Annotated[cls, BeforeValidator(mapping(cls.keys))]

@@ -1,0 +1,244 @@
+"""Reading the stack config: each section on its own (every problem found in one pass), then
+the checks across fields. `load_config` is the one way a stack's config is read: by `up`
+(from Pulumi's config) and by the offline tools (from a stack file, `load_stack_file`); the
+policy pack reads its tenants with `load_tenants`, from the same model, with the same defaults.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import yaml
+
+from components.config.checks import tenant_checks, unique
+from components.config.fields import STACK_REF
+from components.config.model import (
+    MANAGEMENT_TOKEN_KEY,
+    MODE_KUBECONFIG,
+    ROLE_LAB,
+    ROLE_PLATFORM,
+    ROLE_TEAM,
+    ROLES,
+    ClusterConfig,
+    HamiConfig,
+    StackConfig,
+    TeamSlot,
+    TenantConfig,
+)
+from components.config.problems import Collector, ConfigError, read_section
+
+
+def _tenants(project: str, raw: object, cluster: ClusterConfig | None, c: Collector) -> list[TenantConfig]:
+    if not isinstance(raw, list | tuple) or not raw:
+        c.fail("tenants", "is required: a non-empty list of tenants")
+        return []
+    found: list[tuple[int, TenantConfig]] = []
+    clean: list[tuple[int, TenantConfig]] = []  # valid on their own: their node names can be compared
+    for i, item in enumerate(raw):
+        if isinstance(item, Mapping) and not item:
+            c.fail(f"tenants[{i}]", "is empty; a tenant needs at least a name, a gpu model and a quota")
+            continue
+        if isinstance(item, Mapping) and "workers" in item:
+            c.fail(
+                f"tenants[{i}].workers",
+                "is replaced by pools: write pools: [{name: worker, mode: docker, nodes: "
+                f"{item['workers']!r}}}] (the same nodes, names unchanged)",
+            )
+            item = {k: v for k, v in item.items() if k != "workers"}
+        t = read_section(TenantConfig, item, ("tenants", i), project, c.problems)
+        if t is None:
+            continue
+        t = t.model_copy(
+            update={
+                "api_port": t.api_port if t.api_port is not None else 31443 + i,
+                "konnectivity_port": t.konnectivity_port if t.konnectivity_port is not None else 31132 + i,
+            }
+        )
+        before = len(c.problems)
+        tenant_checks(t, i, cluster, c)
+        found.append((i, t))
+        if len(c.problems) == before:
+            clean.append((i, t))
+    unique(c, [(f"tenants[{i}]", t.name, t.api_port, t.konnectivity_port) for i, t in found], "tenant")
+    if cluster is not None and len({t.name for _, t in found}) == len(found):
+        owner: dict[str, str] = {}
+        for i, t in clean:
+            for j, pool in enumerate(t.pools):
+                where = f"tenants[{i}].pools[{j}]"
+                for node in t.node_names(cluster.name, pool):
+                    if node in owner and owner[node] != where:
+                        c.fail(f"{where}.name", f"node name {node!r} is also made by {owner[node]}; rename a pool")
+                        break
+                    owner[node] = where
+    return [t for _, t in found]
+
+
+def load_tenants(project: str, raw: object, cluster: Mapping[str, object] | None = None) -> list[TenantConfig]:
+    """Tenants alone (the policy pack's view): the same model, defaults and checks."""
+    c = Collector(project)
+    cl = read_section(ClusterConfig, cluster, ("cluster",), project, c.problems)
+    tenants = _tenants(project, raw, cl, c)
+    if c.problems:
+        raise ConfigError(c.problems)
+    return tenants
+
+
+def load_stack_config(
+    project: str, raw: Mapping[str, object], kubeconfig_given: bool = False, management_token_given: bool = False
+) -> StackConfig:
+    """Validate the raw config objects (`cluster`, `tenants`, `hami`, `role`, ...) into a StackConfig.
+
+    `kubeconfig_given` says whether the secret `kubeconfig` key is set (its value is not read
+    here: it stays a secret Output).
+    """
+    c = Collector(project)
+    cluster = read_section(ClusterConfig, raw.get("cluster"), ("cluster",), project, c.problems)
+    if cluster is not None:
+        net = ipaddress.IPv4Network(cluster.subnet)
+        addr = ipaddress.IPv4Address(cluster.management_ip)
+        if addr not in net or addr in (net.network_address, net.broadcast_address):
+            c.fail("cluster.managementIp", f"must be a host address inside {cluster.subnet}, got {addr}")
+        elif addr == net.network_address + 1:
+            c.fail("cluster.managementIp", f"{addr} is the Docker network gateway; use another host address")
+        if cluster.mode == MODE_KUBECONFIG and not kubeconfig_given:
+            c.fail(
+                "kubeconfig",
+                "is required when cluster.mode is 'kubeconfig': "
+                'pulumi config set --secret kubeconfig -- "$(cat kubeconfig.yaml)"',
+            )
+    hami = read_section(HamiConfig, raw.get("hami"), ("hami",), project, c.problems)
+    if hami is not None and hami.kube_burst < hami.kube_qps:
+        c.fail("hami.kubeBurst", f"must be at least hami.kubeQps ({hami.kube_qps}), got {hami.kube_burst}")
+    role = raw.get("role")
+    role = ROLE_LAB if role is None else role
+    if role not in ROLES:
+        c.fail("role", f"must be one of {', '.join(ROLES)}, got {role!r}")
+    platform_stack = raw.get("platformStack")
+    if role == ROLE_TEAM and (not isinstance(platform_stack, str) or not STACK_REF.match(platform_stack)):
+        c.fail(
+            "platformStack", f"a team stack needs its platform stack as <org>/<project>/<stack>, got {platform_stack!r}"
+        )
+    elif role in (ROLE_LAB, ROLE_PLATFORM) and platform_stack is not None:
+        c.fail("platformStack", f"only a team stack reaches a platform stack (role is {role!r})")
+    if role == ROLE_TEAM and not management_token_given:
+        c.fail(
+            MANAGEMENT_TOKEN_KEY,
+            "a team stack reaches the management cluster with its team's own token, a secret: the platform "
+            "owner sets it with scripts/grant-team.sh <team> (see the README, One stack per team)",
+        )
+    tenants: list[TenantConfig] = []
+    raw_tenants = raw.get("tenants")
+    if role == ROLE_PLATFORM:
+        if raw_tenants:
+            c.fail("tenants", "a platform stack has no tenants: each team stack creates its own")
+    elif role in ROLES:
+        tenants = _tenants(project, raw_tenants, cluster, c)
+    teams = _teams(project, raw.get("teams"), role, c)
+    if c.problems:
+        raise ConfigError(c.problems)
+    return StackConfig(
+        project=project,
+        cluster=cluster,
+        tenants=tuple(tenants),
+        hami=hami,
+        role=role,
+        platform_stack=platform_stack if role == ROLE_TEAM else None,
+        teams=tuple(teams),
+        warnings=tuple(c.warnings),
+    )
+
+
+def _teams(project: str, raw: object, role: str, c: Collector) -> list[TeamSlot]:
+    """The platform's registry of team names and ports: team stacks must match it."""
+    if raw is None:
+        return []
+    if role != ROLE_PLATFORM:
+        c.fail("teams", "only a platform stack keeps the team registry")
+        return []
+    if not isinstance(raw, list | tuple):
+        c.fail("teams", "must be a list of {name, apiPort, konnectivityPort}")
+        return []
+    slots = [(i, read_section(TeamSlot, t, ("teams", i), project, c.problems)) for i, t in enumerate(raw)]
+    valid = [(i, s) for i, s in slots if s is not None]
+    unique(c, [(f"teams[{i}]", s.name, s.api_port, s.konnectivity_port) for i, s in valid], "team")
+    return [s for _, s in valid]
+
+
+def team_slot_problems(
+    registry: Sequence[Mapping[str, object]], cluster_name: str, platform_lab: str, tenants: Sequence[TenantConfig]
+) -> list[str]:
+    """Why a team stack's tenants do not match the platform it joins (empty = they do).
+
+    Checked when the platform's outputs arrive; two team stacks can then never take the same
+    ports, names or Docker container names on the shared platform.
+    """
+    problems = []
+    if cluster_name != platform_lab:
+        problems.append(f"cluster.name is {cluster_name!r} but the platform's lab is {platform_lab!r}")
+    slots = {str(t.get("name")): t for t in registry}
+    for t in tenants:
+        slot = slots.get(t.name)
+        if slot is None:
+            problems.append(f"tenant {t.name!r} is not in the platform's teams registry ({', '.join(sorted(slots))})")
+        else:
+            # Stack outputs arrive as protobuf numbers (floats): compare as integers.
+            reserved = (int(slot.get("apiPort") or 0), int(slot.get("konnectivityPort") or 0))  # type: ignore[call-overload]
+            if reserved != (t.api_port, t.konnectivity_port):
+                problems.append(
+                    f"tenant {t.name!r} uses ports {t.api_port}/{t.konnectivity_port} but the platform reserved "
+                    f"{reserved[0]}/{reserved[1]} for it"
+                )
+    return problems
+
+
+# What a stack's config holds, read by its key: objects and plain values (of the secrets,
+# `kubeconfig` and MANAGEMENT_TOKEN_KEY, only whether they are given).
+OBJECT_KEYS = ("cluster", "tenants", "hami", "teams")
+TEXT_KEYS = ("role", "platformStack")
+
+
+def load_config(project: str, value: Callable[[str], object]) -> StackConfig:
+    """The stack config from one lookup by key (without the `<project>:` prefix): Pulumi's own
+    config at `up`, a stack file's `config:` for the offline tools."""
+    return load_stack_config(
+        project,
+        {key: value(key) for key in (*OBJECT_KEYS, *TEXT_KEYS)},
+        kubeconfig_given=value("kubeconfig") is not None,
+        management_token_given=value(MANAGEMENT_TOKEN_KEY) is not None,
+    )
+
+
+class StackFileError(ValueError):
+    """A stack file that cannot be read as one (missing, not YAML, no `config:`, no tenants)."""
+
+
+def read_stack_file(path: Path) -> tuple[str, dict[str, object]]:
+    """(project, config by key without its prefix) of a Pulumi stack file; the project is the
+    prefix of its one `<project>:tenants` key."""
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise StackFileError(f"cannot read stack file {path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" (line {where.line + 1})" if where is not None else ""
+        problem = getattr(exc, "problem", None) or exc
+        raise StackFileError(f"stack file {path} is not valid YAML{at}: {problem}") from None
+    config = doc.get("config") if isinstance(doc, Mapping) else None
+    if not isinstance(config, Mapping):
+        raise StackFileError(f"stack file {path} has no `config:` mapping (a Pulumi stack file has one)")
+    keys = sorted(k for k in config if isinstance(k, str) and k.endswith(":tenants"))
+    if len(keys) != 1:
+        found = f"found {', '.join(keys)}" if keys else "found none"
+        raise StackFileError(f"stack file {path} needs exactly one `<project>:tenants` key under config; {found}")
+    project = keys[0].rsplit(":", 1)[0]
+    prefix = f"{project}:"
+    return project, {k[len(prefix) :]: v for k, v in config.items() if isinstance(k, str) and k.startswith(prefix)}
+
+
+def load_stack_file(path: Path) -> StackConfig:
+    """A stack file's whole config, validated exactly as `up` validates it."""
+    project, config = read_stack_file(path)
+    return load_config(project, config.get)
