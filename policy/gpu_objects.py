@@ -22,7 +22,7 @@ from typing import Any
 from pulumi_policy.proxy import UnknownValueError
 
 from components.config.names import DECLARED_USAGE_ANNOTATION, FAIL_ON_PENDING_ANNOTATION, TENANT_LABEL
-from components.gpu.rules import Quota
+from components.gpu.requests import Quota
 
 _TEMPLATE = ("spec", "template", "spec")
 _KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {

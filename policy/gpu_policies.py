@@ -48,15 +48,8 @@ from components.config.names import PROJECT, TENANT_LABEL  # noqa: E402
 from components.config.problems import ConfigError  # noqa: E402
 from components.config.reference import tenants_schema  # noqa: E402
 from components.gpu.hami_annotations import RES_GPU  # noqa: E402
-from components.gpu.rules import (
-    Demand,
-    PodRequest,
-    RequestError,
-    judge,
-    pod_request,
-    pod_violations,
-    quota_violations,
-)  # noqa: E402
+from components.gpu.requests import Demand, PodRequest, RequestError, pod_request, quota_violations
+from components.gpu.rules import judge, pod_violations  # noqa: E402
 
 CONFIG_SCHEMA = PolicyConfigSchema(
     properties={

@@ -22,11 +22,8 @@ from components.config.model import (
 from components.config.names import RESERVED_NAMESPACES
 from components.config.problems import Collector
 from components.gpu.catalog import MOCK_PLUGIN_MAX_MB_PER_NODE
-from components.gpu.rules import (
-    RequestError,
-    judge,
-    pod_violations,
-)
+from components.gpu.requests import RequestError
+from components.gpu.rules import judge, pod_violations
 
 
 def tenant_checks(t: TenantConfig, i: int, cluster: ClusterConfig | None, c: Collector) -> None:

@@ -37,15 +37,8 @@ from components.config.fields import (
 from components.config.names import worker_name
 from components.gpu.catalog import GPU_MODELS, GpuModel
 from components.gpu.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM
-from components.gpu.rules import (
-    INT32_MAX,
-    Demand,
-    Fleet,
-    GpuRequest,
-    PodRequest,
-    Quota,
-    pod_request,
-)
+from components.gpu.requests import INT32_MAX, Demand, GpuRequest, PodRequest, Quota, pod_request
+from components.gpu.rules import Fleet
 
 WORKLOAD_KINDS = ("Pod", "Deployment")
 MAX_CLUSTER_NAME = 20

@@ -1,34 +1,22 @@
-"""The rulebook: from container resources to HAMi's effective requests, and the quota and fleet
-verdicts. The stack-config validation and the CrossGuard pack both call `judge`, so they cannot
-disagree.
+"""The rulebook's verdicts: whether a tenant's demands fit its fleet as HAMi would place them,
+and within its quota. The stack-config validation and the CrossGuard pack both call `judge`, so
+they cannot disagree (requests and quota themselves are in `components.gpu.requests`).
 
-- A container's request follows HAMi's own defaults: a bare `nvidia.com/gpu: N` takes whole
-  cards (100 % cores, all memory); gpumem/gpucores alone imply one vGPU; memory defaults to the
-  whole card; gpumem must be a whole number of MB that fits an int32, or HAMi ignores it.
-  Quantities are read with the Kubernetes client's own parser (the API server stores 20000 as
-  "20k").
 - A pod is placed whole on one node: each container's vGPUs on distinct cards of that node,
   containers of one pod may share a card; every GPU container, init containers included, holds
   its slice (HAMi allocates each).
-- Quota: every demand counts, times its replicas. Fit: only demands that must be scheduled
-  (`failOnPending: true`, the default) are packed; a workload declared with
-  `failOnPending: false` may stay Pending, so it counts against the quota but is not required
-  to fit. Replicas unknown at preview count as one (the caller reports them).
+- Fit: only demands that must be scheduled (`failOnPending: true`, the default) are packed; a
+  workload declared with `failOnPending: false` may stay Pending, so it counts against the quota
+  but is not required to fit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from decimal import Decimal
 
-from kubernetes.utils.quantity import parse_quantity
-
-from components.gpu.catalog import CORES_PER_CARD, GpuModel
-from components.gpu.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM, RES_GPUMEM_PERCENTAGE
-
-GPU_RESOURCES = (RES_GPU, RES_GPUMEM, RES_GPUMEM_PERCENTAGE, RES_GPUCORES)
-INT32_MAX = 2**31 - 1
+from components.gpu.catalog import GpuModel
+from components.gpu.requests import Demand, GpuRequest, PodRequest, Quota, quota_violations, total_usage
 
 # HAMi's reason codes (pkg/device/common) for what the rules below can refuse. Spelled here
 # because this layer imports nothing above it; components.ops.hami_reasons.WORDS gives their
@@ -54,141 +42,6 @@ HAMI_CODE_ORDER = (
 )
 
 
-class RequestError(ValueError):
-    """A container's GPU request is malformed in a way HAMi would ignore or reject."""
-
-    def __init__(self, resource: str, message: str):
-        self.resource = resource
-        super().__init__(message)
-
-
-@dataclass(frozen=True)
-class GpuRequest:
-    """One container's effective HAMi request: `gpus` vGPUs, each with `mem_mb` and `cores`."""
-
-    gpus: int
-    mem_mb: int
-    cores: int
-
-    @property
-    def total_mem_mb(self) -> int:
-        return self.gpus * self.mem_mb
-
-    @property
-    def total_cores(self) -> int:
-        return self.gpus * self.cores
-
-
-@dataclass(frozen=True)
-class Quota:
-    """A GPU allowance (or usage): vGPUs, MB and core-percent summed over pods."""
-
-    gpus: int
-    gpumem_mb: int
-    gpucores: int
-
-    def __add__(self, other: Quota) -> Quota:
-        return Quota(self.gpus + other.gpus, self.gpumem_mb + other.gpumem_mb, self.gpucores + other.gpucores)
-
-    def __sub__(self, other: Quota) -> Quota:
-        return Quota(self.gpus - other.gpus, self.gpumem_mb - other.gpumem_mb, self.gpucores - other.gpucores)
-
-    def times(self, n: int) -> Quota:
-        return Quota(self.gpus * n, self.gpumem_mb * n, self.gpucores * n)
-
-
-NO_GPU = Quota(0, 0, 0)
-
-
-def quantity_value(value: object, resource: str) -> Decimal:
-    """A Kubernetes quantity as a number ("20000", "20k", "10Gi", 20000.0), as the API reads it."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
-        raise RequestError(resource, f"{resource} must be a quantity, got {value!r}")
-    try:
-        number = parse_quantity(value)
-    except (ValueError, ArithmeticError):
-        raise RequestError(resource, f"{resource} is not a Kubernetes quantity: {value!r}") from None
-    if not number.is_finite():
-        raise RequestError(resource, f"{resource} is not a Kubernetes quantity: {value!r}")
-    if number < 0:
-        raise RequestError(resource, f"{resource} must not be negative, got {value!r}")
-    return number
-
-
-def _whole(value: object, resource: str) -> int:
-    """An integer quantity the way HAMi reads it: a whole number that fits an int32."""
-    number = quantity_value(value, resource)
-    unit = " in MB (e.g. 10240 for 10 GiB)" if resource == RES_GPUMEM else ""
-    if number != number.to_integral_value():
-        raise RequestError(resource, f"{resource} must be a whole number{unit}, got {value!r}")
-    if number > INT32_MAX:
-        raise RequestError(
-            resource,
-            f"{resource} {value!r} is {int(number)}, more than HAMi's int32: HAMi ignores the whole request; "
-            f"give a plain integer{unit}",
-        )
-    return int(number)
-
-
-def parse_request(resources: Mapping[str, object], card: GpuModel) -> GpuRequest | None:
-    """Effective request of one container from its limits (or requests); None if no GPU."""
-    present = {k: resources[k] for k in GPU_RESOURCES if k in resources}
-    if not present:
-        return None
-    gpus = _whole(present[RES_GPU], RES_GPU) if RES_GPU in present else 1
-    if gpus == 0:
-        return None
-    if RES_GPUMEM in present:
-        mem = _whole(present[RES_GPUMEM], RES_GPUMEM)
-    elif RES_GPUMEM_PERCENTAGE in present:
-        pct = _whole(present[RES_GPUMEM_PERCENTAGE], RES_GPUMEM_PERCENTAGE)
-        if pct > 100:
-            raise RequestError(RES_GPUMEM_PERCENTAGE, f"{RES_GPUMEM_PERCENTAGE} must be 0-100, got {pct}")
-        mem = card.memory_mb * pct // 100
-    else:
-        mem = card.memory_mb
-    if RES_GPUCORES in present:
-        cores = _whole(present[RES_GPUCORES], RES_GPUCORES)
-        if cores > CORES_PER_CARD:
-            raise RequestError(
-                RES_GPUCORES,
-                f"{RES_GPUCORES} must be 0-{CORES_PER_CARD} (% of one card), got {cores}; HAMi silently clamps it",
-            )
-    elif RES_GPUMEM in present or RES_GPUMEM_PERCENTAGE in present:
-        cores = 0
-    else:
-        # Only nvidia.com/gpu: HAMi's webhook makes it an exclusive card.
-        cores = CORES_PER_CARD
-    return GpuRequest(gpus=gpus, mem_mb=mem, cores=cores)
-
-
-@dataclass(frozen=True)
-class PodRequest:
-    """The GPU containers of one pod (named), each with its effective request."""
-
-    containers: tuple[tuple[str, GpuRequest], ...]
-
-    @property
-    def total(self) -> Quota:
-        gpus = sum(r.gpus for _, r in self.containers)
-        mem = sum(r.total_mem_mb for _, r in self.containers)
-        cores = sum(r.total_cores for _, r in self.containers)
-        return Quota(gpus, mem, cores)
-
-
-def pod_request(containers: Iterable[tuple[str, Mapping[str, object]]], card: GpuModel) -> PodRequest:
-    """A pod's GPU containers from (name, limits-or-requests) pairs; RequestError names the container."""
-    found = []
-    for name, resources in containers:
-        try:
-            req = parse_request(resources, card)
-        except RequestError as exc:
-            raise RequestError(exc.resource, f"container {name}: {exc}") from None
-        if req is not None:
-            found.append((name, req))
-    return PodRequest(tuple(found))
-
-
 @dataclass(frozen=True)
 class Fleet:
     """A tenant's cards: `nodes` nodes of `cards_per_node` cards of one model."""
@@ -210,56 +63,6 @@ class Fleet:
 
 def fleet_capacity(nodes: int, cards_per_node: int, card: GpuModel) -> Quota:
     return Fleet(card, nodes, cards_per_node).capacity
-
-
-@dataclass(frozen=True)
-class Demand:
-    """One workload as the rules see it: a pod shape times its replicas."""
-
-    name: str
-    pod: PodRequest
-    replicas: int = 1
-    # False: declared as allowed to stay Pending (`failOnPending: false`): left out of the fit.
-    must_fit: bool = True
-    # Totals an object declares instead of a pod shape (a kind the rules cannot count): quota only.
-    declared: Quota | None = None
-
-    @property
-    def usage(self) -> Quota:
-        return (self.declared if self.declared is not None else self.pod.total).times(self.replicas)
-
-
-def total_usage(demands: Iterable[Demand]) -> Quota:
-    return total_of(d.usage for d in demands)
-
-
-def quota_violations(usage: Quota, quota: Quota) -> list[str]:
-    """Each dimension of `usage` above `quota`, as 'what: used > limit'."""
-    out = []
-    for label, used, limit in (
-        ("GPUs", usage.gpus, quota.gpus),
-        ("gpumem MB", usage.gpumem_mb, quota.gpumem_mb),
-        ("gpucores %", usage.gpucores, quota.gpucores),
-    ):
-        if used > limit:
-            out.append(f"{label} {used} > quota {limit}")
-    return out
-
-
-def budget_shares(budget: Quota, declared: Mapping[str, Quota], shared: str = "default") -> dict[str, Quota]:
-    """Split a tenant's one GPU budget over its namespaces, never multiplying it: each namespace
-    gets what its declared workloads use, and `shared` gets the rest (its own workloads and
-    whatever the team runs there by hand). The shares add up to the budget exactly."""
-    shares = {ns: use for ns, use in declared.items() if ns != shared}
-    shares[shared] = budget - total_of(shares.values())
-    return dict(sorted(shares.items()))
-
-
-def total_of(quotas: Iterable[Quota]) -> Quota:
-    total = NO_GPU
-    for q in quotas:
-        total = total + q
-    return total
 
 
 @dataclass

@@ -22,7 +22,7 @@ from typing import Any
 from components.config.load import load_stack_file
 from components.config.model import StackConfig, TenantConfig
 from components.gpu import hami_annotations as ha
-from components.gpu.rules import Quota, total_usage
+from components.gpu.requests import Quota, total_usage
 from components.ops import hami_reasons
 from components.ops.kube import core_api
 

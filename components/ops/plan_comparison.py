@@ -23,17 +23,8 @@ from components.config.load import StackFileError, load_tenants, read_stack_file
 from components.config.model import TenantConfig
 from components.config.problems import ConfigError
 from components.gpu.catalog import GPU_MODELS
-from components.gpu.rules import (
-    CARD_TYPE_MISMATCH,
-    Demand,
-    Fleet,
-    PendingPod,
-    Placement,
-    Quota,
-    RequestError,
-    judge,
-    place_all,
-)
+from components.gpu.requests import Demand, Quota, RequestError
+from components.gpu.rules import CARD_TYPE_MISMATCH, Fleet, PendingPod, Placement, judge, place_all
 from components.ops.hami_reasons import WORDS
 
 PROG = "python -m components.ops.plan_comparison"

@@ -31,7 +31,7 @@ from components.gpu.hami_annotations import (
     RES_PRIORITY,
     SCHEDULER_NAME,
 )
-from components.gpu.rules import Quota, budget_shares
+from components.gpu.requests import Quota, budget_shares
 
 QUOTA_NAME = "gpu-quota"
 SHARED_NAMESPACE = "default"

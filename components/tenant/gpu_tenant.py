@@ -17,7 +17,7 @@ from components.config.model import (
 )
 from components.config.names import pool_labels
 from components.gpu.inventory import node_devices
-from components.gpu.rules import Demand, total_usage
+from components.gpu.requests import Demand, total_usage
 from components.ops.bootstrap import kubeconfig_ca_hash
 from components.providers.simulated_nodes import SimulatedNodes
 from components.tenant.control_plane import Tenant, TenantArgs

@@ -1,6 +1,6 @@
 """The capacity report for the dev stack's own config (no cluster asked)."""
 
-from components.gpu.rules import Quota
+from components.gpu.requests import Quota
 from components.ops.capacity_report import build_report, load_stack, main, render_markdown, render_table
 
 

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from components.gpu.catalog import GPU_MODELS
+from components.gpu.requests import Demand, GpuRequest, PodRequest, Quota, RequestError, total_of
 from components.gpu.rules import (
     ALLOCATED_CARDS_INSUFFICIENT_REQUEST,
     CARD_COMPUTE_UNITS_EXHAUSTED,
@@ -23,16 +24,10 @@ from components.gpu.rules import (
     EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT,
     HAMI_CODE_ORDER,
     NODE_INSUFFICIENT_DEVICE,
-    Demand,
     Fleet,
-    GpuRequest,
-    PodRequest,
-    Quota,
-    RequestError,
     judge,
     pack,
     place_all,
-    total_of,
 )
 from components.ops.hami_reasons import WORDS
 from components.ops.plan_comparison import compare_tenant, main, parse_plan

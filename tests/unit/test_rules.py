@@ -6,21 +6,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from components.gpu.catalog import GPU_MODELS
-from components.gpu.rules import (
+from components.gpu.requests import (
     Demand,
-    Fleet,
     GpuRequest,
     PodRequest,
     Quota,
     RequestError,
-    first_unplaceable,
-    fleet_capacity,
-    judge,
     parse_request,
-    pod_violations,
     quota_violations,
     total_usage,
 )
+from components.gpu.rules import Fleet, first_unplaceable, fleet_capacity, judge, pod_violations
 
 A100, L4 = GPU_MODELS["A100-80GB"], GPU_MODELS["L4"]
 
