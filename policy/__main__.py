@@ -1,6 +1,7 @@
 """CrossGuard pack `gpu-quotas`: starts the policy server (blocks); policies are in gpu_policies."""
 
-from gpu_policies import POLICIES, receive_stack_config
+from gpu_policies import POLICIES
+from gpu_tenants import receive_stack_config
 from pulumi_policy import EnforcementLevel, PolicyPack
 
 receive_stack_config()

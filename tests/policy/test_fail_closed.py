@@ -18,6 +18,7 @@ from tests.policy.test_gpu_policies import (
     container,
     go,
     gp,
+    gt,
     obj,
     pod_spec,
     provider,
@@ -76,7 +77,7 @@ def test_a_patch_type_is_counted_like_its_kind():
 
 def test_a_pod_template_counts_one_pod():
     spec = pod_spec(container({"nvidia.com/gpumem": "90000"}))
-    props = {"metadata": {"name": "tpl", "labels": {gp.TENANT_LABEL: "team-a"}}, "template": {"spec": spec}}
+    props = {"metadata": {"name": "tpl", "labels": {gt.TENANT_LABEL: "team-a"}}, "template": {"spec": spec}}
     (msg,) = run_resource("gpu-request-fits-one-card", "kubernetes:core/v1:PodTemplate", props)
     assert "PodTemplate tpl" in msg and "90000" in msg
 
@@ -95,7 +96,7 @@ PYTORCH_JOB = (
     {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
-        "metadata": {"name": "train", "labels": {gp.TENANT_LABEL: "team-a"}},
+        "metadata": {"name": "train", "labels": {gt.TENANT_LABEL: "team-a"}},
         "spec": {
             "pytorchReplicaSpecs": {
                 "Worker": {
@@ -197,8 +198,8 @@ def test_the_dev_stacks_own_objects_pass_every_resource_policy():
     rec = run_program(config)
     providers = {r.urn: r for r in rec.registrations if r.type.startswith("pulumi:providers:")}
     pack = {"tenants": config["gpu-tenancy:tenants"]}
-    gp.STACK_CONFIG.clear()
-    gp.STACK_CONFIG.update({k: json.dumps(v) for k, v in config.items() if not isinstance(v, str)})
+    gt.STACK_CONFIG.clear()
+    gt.STACK_CONFIG.update({k: json.dumps(v) for k, v in config.items() if not isinstance(v, str)})
     asked = 0
     try:
         for r in rec.registrations:
@@ -211,7 +212,7 @@ def test_the_dev_stacks_own_objects_pass_every_resource_policy():
             for name in RESOURCE_POLICIES:
                 assert run_resource(name, r.type, r.inputs, config=pack, via=via) == [], (name, r.type, r.name)
     finally:
-        gp.STACK_CONFIG.clear()
+        gt.STACK_CONFIG.clear()
     workloads = sum(len(t.get("workloads", [])) for t in config["gpu-tenancy:tenants"])
     assert asked == workloads > 0  # the dev stack's GPU workloads were looked at, not skipped
     assert set(ENDPOINTS) <= {t["name"] for t in config["gpu-tenancy:tenants"]}

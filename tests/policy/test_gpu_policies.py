@@ -21,6 +21,7 @@ from pulumi_policy import (
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "policy"))
 import gpu_objects as go  # noqa: E402
 import gpu_policies as gp  # noqa: E402
+import gpu_tenants as gt  # noqa: E402
 
 TEAM_A = {
     "name": "team-a",
@@ -52,7 +53,7 @@ def pod_spec(*containers: dict, init: list | None = None) -> dict:
 
 def obj(kind: str, name: str, spec: dict, tenant: str = "team-a", replicas: int | None = None) -> tuple[str, dict]:
     typ = next(t for t in go.POD_SPEC_PATHS if t.endswith(":" + kind))
-    meta = {"name": name, "labels": {gp.TENANT_LABEL: tenant}}
+    meta = {"name": name, "labels": {gt.TENANT_LABEL: tenant}}
     if kind == "Pod":
         return typ, {"metadata": meta, "spec": spec}
     template = {"metadata": {}, "spec": spec}
@@ -84,7 +85,7 @@ def provider(name: str, props: dict | None = None) -> PolicyProviderResource:
 
 def via_label(props: dict) -> PolicyProviderResource | None:
     """By default an object goes through the provider of the tenant its label names."""
-    label = (props.get("metadata") or {}).get("labels", {}).get(gp.TENANT_LABEL)
+    label = (props.get("metadata") or {}).get("labels", {}).get(gt.TENANT_LABEL)
     return provider(label) if label in ENDPOINTS else None
 
 
@@ -216,7 +217,7 @@ def test_unattributable_object_in_a_multi_tenant_stack_is_refused():
 
 
 def test_no_quota_configured_is_refused():
-    gp.STACK_CONFIG.clear()
+    gt.STACK_CONFIG.clear()
     typ, props = slice_pod("p")
     (msg,) = run_resource("gpu-tenant-known", typ, props, config={})
     assert "no tenant quota is configured" in msg and "--policy-pack-config" in msg
@@ -440,7 +441,7 @@ def test_quotas_come_from_the_stack_config_when_the_pack_has_none():
 
     from pulumi_policy.policy import _PolicyAnalyzerServicer
 
-    gp.receive_stack_config()
+    gt.receive_stack_config()
     tenants = [
         {
             "name": "team-a",
@@ -458,6 +459,6 @@ def test_quotas_come_from_the_stack_config_when_the_pack_has_none():
         (msg,) = run_stack("gpu-quota-per-tenant", pods, config={})
         assert "gpucores % 120 > quota 100" in msg
     finally:
-        gp.STACK_CONFIG.clear()
+        gt.STACK_CONFIG.clear()
     (refused,) = run_resource("gpu-tenant-known", *pods[0], config={})
     assert "no tenant quota is configured" in refused

@@ -21,6 +21,7 @@ from components.tenant.gpu_workload import pod_annotations, pod_spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "policy"))
 import gpu_policies as gp  # noqa: E402
+import gpu_tenants as gt  # noqa: E402
 
 OPTS = PolicyResourceOptions(False, [], False, [], None, [])
 POLICY = {p.name: p for p in gp.POLICIES}
@@ -84,7 +85,7 @@ def pack_verdict(tenant: dict) -> tuple[bool, bool]:
     resources = []
     for w in tenant["workloads"]:
         wl = WorkloadConfig.model_validate(w, by_alias=True, by_name=False)
-        meta = {"name": wl.name, "labels": {gp.TENANT_LABEL: t.name}, "annotations": pod_annotations(wl)}
+        meta = {"name": wl.name, "labels": {gt.TENANT_LABEL: t.name}, "annotations": pod_annotations(wl)}
         if wl.kind == "Pod":
             typ, props = "kubernetes:core/v1:Pod", {"metadata": meta, "spec": pod_spec(wl)}
         else:
