@@ -25,6 +25,7 @@ from components.gpu import hami_annotations as ha
 from components.gpu.requests import Quota, total_usage
 from components.ops import hami_reasons
 from components.ops.kube import core_api
+from components.ops.tables import markdown_table, text_table
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -133,17 +134,11 @@ def rows(report: list[TenantCapacity]) -> list[tuple[str, ...]]:
 
 
 def render_table(report: list[TenantCapacity]) -> str:
-    data = [COLUMNS, *rows(report)]
-    widths = [max(len(row[i]) for row in data) for i in range(len(COLUMNS))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in data]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return text_table(COLUMNS, rows(report))
 
 
 def render_markdown(report: list[TenantCapacity], stack: str) -> str:
-    lines = [f"### GPU capacity: stack `{stack}`", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows(report)]
-    return "\n".join(lines)
+    return f"### GPU capacity: stack `{stack}`\n\n" + markdown_table(COLUMNS, rows(report))
 
 
 def load_stack(stack: str, root: Path = ROOT) -> StackConfig:

@@ -26,6 +26,7 @@ from components.gpu.catalog import GPU_MODELS
 from components.gpu.requests import Demand, Quota, RequestError
 from components.gpu.rules import CARD_TYPE_MISMATCH, Fleet, PendingPod, Placement, judge, place_all
 from components.ops.hami_reasons import WORDS
+from components.ops.tables import markdown_table, text_table
 
 PROG = "python -m components.ops.plan_comparison"
 # Bounds that keep a typo (24000 nodes) from a long run; far above any fleet a team plans.
@@ -220,25 +221,16 @@ def codes_used(report: Sequence[TenantPlan]) -> list[str]:
 
 
 def render_table(report: Sequence[TenantPlan], plans: Sequence[Plan]) -> str:
-    data = [COLUMNS, *rows(report)]
-    widths = [max(len(row[i]) for row in data) for i in range(len(COLUMNS))]
     lines = ["plans (each tenant on its own fleet of the plan):", *(f"  {p.describe()}" for p in plans), ""]
-    table = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in data]
-    table.insert(1, "  ".join("-" * w for w in widths))
-    lines += table
+    lines.append(text_table(COLUMNS, rows(report)))
     if codes := codes_used(report):
         lines += ["", "HAMi's reasons:", *(f"  {c}: {WORDS.get(c, c)}" for c in codes)]
     return "\n".join(lines)
 
 
-def _md(cell: str) -> str:
-    return cell.replace("|", "\\|")
-
-
 def render_markdown(report: Sequence[TenantPlan], plans: Sequence[Plan], stack: str) -> str:
     lines = [f"### GPU plan comparison: `{stack}`", "", *(f"- `{p.name}`: {p.fleet.describe()}" for p in plans), ""]
-    lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in rows(report)]
+    lines.append(markdown_table(COLUMNS, rows(report)))
     if codes := codes_used(report):
         lines += ["", *(f"- `{c}`: {WORDS.get(c, c)}" for c in codes)]
     return "\n".join(lines)

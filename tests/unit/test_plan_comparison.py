@@ -31,6 +31,7 @@ from components.gpu.rules import (
 )
 from components.ops.hami_reasons import WORDS
 from components.ops.plan_comparison import compare_tenant, main, parse_plan
+from tests.support.tables import markdown_rows
 
 A100, L4 = GPU_MODELS["A100-80GB"], GPU_MODELS["L4"]
 SLICE = GpuRequest(1, 20000, 30)  # the reference lab's shared-a100 slice
@@ -259,10 +260,9 @@ def test_markdown_is_one_valid_table(capsys, stack):
     table = [line for line in lines if line.startswith("|")]
     start = lines.index(table[0])
     assert lines[start : start + len(table)] == table  # one contiguous block
-    width = table[0].count(" | ") + 1
-    assert table[0].startswith("| tenant | plan | pods placed |")
-    assert table[1] == "|" + "---|" * width
-    cells = [[c.strip() for c in row.strip("|").split(" | ")] for row in table[2:]]
+    header, *cells = markdown_rows(out)
+    width = len(header)
+    assert header[:3] == ["tenant", "plan", "pods placed"]
     assert len(cells) == 4 and all(len(c) == width for c in cells)
     assert [c[:3] for c in cells] == [
         ["team-a", "1xA100-80GB", "3 / 3"],
