@@ -45,11 +45,11 @@ from components.gpu import hami_annotations as ha  # noqa: E402
 from components.gpu.inventory import node_devices  # noqa: E402
 from components.ops.kube import core_api  # noqa: E402
 from components.ops.simulated_nodes import ensure_nodes, selector  # noqa: E402
-from tests.integration.cluster import TOKEN, TestCluster, start_cluster  # noqa: E402
-from tests.integration.conftest import tools_env  # noqa: E402
-from tests.integration.kwok import start_kwok, wait_for  # noqa: E402
-from tests.integration.real_hami import RealHami, binary  # noqa: E402
+from tests.support.cluster import TOKEN, TestCluster, start_cluster  # noqa: E402
+from tests.support.kwok import start_kwok, wait_for  # noqa: E402
+from tests.support.real_hami import RealHami, binary  # noqa: E402
 from tests.support.release_process import controller_process  # noqa: E402
+from tests.support.tools import tools_env  # noqa: E402
 
 FLEET = GpuFleet.model_validate({"model": "A100-80GB", "cardsPerNode": 8})
 TENANT, POOL = "team-a", "sim"

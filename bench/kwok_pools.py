@@ -34,9 +34,9 @@ import psutil  # noqa: E402
 from components.gpu import hami_annotations as ha  # noqa: E402
 from components.ops.kube import core_api  # noqa: E402
 from components.ops.simulated_nodes import selector  # noqa: E402
-from tests.integration.cluster import start_cluster  # noqa: E402
-from tests.integration.conftest import PulumiCli, tools_env  # noqa: E402
-from tests.integration.kwok import start_kwok, wait_for  # noqa: E402
+from tests.support.cluster import start_cluster  # noqa: E402
+from tests.support.kwok import start_kwok, wait_for  # noqa: E402
+from tests.support.tools import PulumiCli, tools_env  # noqa: E402
 
 PROGRAM = ROOT / "tests" / "integration" / "programs" / "kwok_pool"
 CARDS = 8

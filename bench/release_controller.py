@@ -29,11 +29,11 @@ from kubernetes import client, watch  # noqa: E402
 
 from components.config.model import GpuFleet, HamiConfig  # noqa: E402
 from components.gpu import hami_annotations as ha  # noqa: E402
-from tests.integration.cluster import start_cluster  # noqa: E402
-from tests.integration.conftest import tools_env  # noqa: E402
-from tests.integration.hami_stand_in import hami_bind  # noqa: E402
-from tests.integration.real_hami import RealHami, add_gpu_node, binary  # noqa: E402
+from tests.support.cluster import start_cluster  # noqa: E402
+from tests.support.hami_stand_in import hami_bind  # noqa: E402
+from tests.support.real_hami import RealHami, add_gpu_node, binary  # noqa: E402
 from tests.support.release_process import controller_process  # noqa: E402
+from tests.support.tools import tools_env  # noqa: E402
 
 LOCK_EXPIRY_S = 300.0
 A100 = GpuFleet.model_validate({"model": "A100-80GB", "cardsPerNode": 1})

@@ -1,6 +1,6 @@
 """ReleaserImage: the release controller's container image, built on the lab host.
 
-Built from components/ops/Dockerfile with the project root as context (.dockerignore lets in
+Built from components/ops/release/Dockerfile with the project root as context (.dockerignore lets in
 only the ops, gpu and names modules), never pushed: the lab's containers run it from the local
 Docker engine, so nothing is downloaded when a container (re)starts.
 """
@@ -15,7 +15,7 @@ import pulumi_docker as docker
 from components.config import versions
 
 IMAGE_NAME = "gpu-tenancy/release-controller:local"
-DOCKERFILE = "components/ops/Dockerfile"
+DOCKERFILE = "components/ops/release/Dockerfile"
 
 
 @dataclass

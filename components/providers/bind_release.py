@@ -18,8 +18,8 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
-from components.ops import lock_release
 from components.ops.kube import core_api
+from components.ops.release import lock
 
 WAIT_INPUTS = ("namespace", "pod_names", "selector", "count", "workload_uid")
 
@@ -30,7 +30,7 @@ class PendingPodsError(Exception):
 
 def _run(props: dict[str, Any]) -> dict[str, Any]:
     core = core_api(props["kubeconfig"])
-    results = lock_release.wait_for_pods(
+    results = lock.wait_for_pods(
         core,
         props["namespace"],
         timeout=float(props["timeout_seconds"]),
@@ -42,15 +42,15 @@ def _run(props: dict[str, Any]) -> dict[str, Any]:
         {"name": r.name, "node": r.outcome.node or "", "status": r.outcome.status, "reason": r.outcome.detail}
         for r in results
     ]
-    failed = [p for p in pods if p["status"] == lock_release.FAILED]
+    failed = [p for p in pods if p["status"] == lock.FAILED]
     if failed:
         lines = "; ".join(f"{props['namespace']}/{p['name']} on {p['node']}: {p['reason']}" for p in failed)
         raise PendingPodsError(f"{len(failed)} pod(s) whose GPU allocation HAMi marked failed: {lines}")
-    broken = [p for p in pods if p["status"] in (lock_release.ALLOCATING, lock_release.NO_HAMI)]
+    broken = [p for p in pods if p["status"] in (lock.ALLOCATING, lock.NO_HAMI)]
     if broken:
         lines = "; ".join(f"{props['namespace']}/{p['name']}: {p['reason']}" for p in broken)
         raise PendingPodsError(f"{len(broken)} pod(s) bound but not released by HAMi's allocation: {lines}")
-    pending = [p for p in pods if p["status"] == lock_release.NOT_BOUND]
+    pending = [p for p in pods if p["status"] == lock.NOT_BOUND]
     if pending and props.get("fail_on_pending", True):
         lines = "; ".join(f"{props['namespace']}/{p['name'] or '?'}: {p['reason']}" for p in pending)
         raise PendingPodsError(

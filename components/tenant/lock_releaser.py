@@ -3,8 +3,8 @@
 A container on the lab's Docker network (from ReleaserImage), restarted by Docker if it dies
 (the controller exits once it has been unhealthy for a while, so a stuck one is restarted too),
 removed on destroy. It authenticates as its own ServiceAccount, limited to what the controller
-does (release_controller.RBAC_RULES), and two admission policies narrow its writes to removing
-HAMi's node lock and setting bind-phase success (release_policy); that token's kubeconfig
+does (release.policy.RBAC_RULES), and two admission policies narrow its writes to removing
+HAMi's node lock and setting bind-phase success (release.policy); that token's kubeconfig
 reaches the container only as an uploaded file, from a Pulumi secret: never on a command line,
 an environment variable or the host's disk. The token is bound and expiring; the controller
 renews it itself and keeps it in a Docker volume (TOKEN_DIR), so a replaced container goes on
@@ -21,8 +21,9 @@ import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
 from components.config.names import TENANT_LABEL, releaser_name, tokens_volume
-from components.ops import release_policy
-from components.ops.release_controller import DEFAULT_PORT, RBAC_RULES
+from components.ops.release import policy as release_policy
+from components.ops.release.daemon import DEFAULT_PORT
+from components.ops.release.policy import RBAC_RULES
 from components.tenant.service_account import NAMESPACE, scoped_kubeconfig
 
 SERVICE_ACCOUNT = "gpu-tenancy-releaser"

@@ -12,12 +12,15 @@ import subprocess
 import tempfile
 import time
 import uuid
+from contextlib import suppress
 
 import pytest
 from kubernetes import client
 
 from components.gpu import hami_annotations as ha
 from components.ops import hami_reasons
+from components.ops.waiting import TimedOut, wait_until
+from tests.support.waits import settles
 
 pytestmark = pytest.mark.e2e
 NAMESPACE = f"acceptance-{uuid.uuid4().hex[:6]}"
@@ -84,27 +87,29 @@ def gpu_pod(core, name: str, mem: int, cores: int) -> None:
 
 
 def wait_scheduled(core, name: str, timeout: float = 120) -> client.V1Pod:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def scheduled() -> client.V1Pod | None:
         pod = core.read_namespaced_pod(name, NAMESPACE)
-        if pod.spec.node_name:
-            return pod
-        time.sleep(1)
+        return pod if pod.spec.node_name else None
+
+    with suppress(TimedOut):
+        return wait_until(scheduled, timeout=timeout, interval=1)
     raise AssertionError(
         f"{name} not scheduled in {timeout} s: {hami_reasons.pending_reason(core, NAMESPACE, name).text}"
     )
 
 
 def wait_reason(core, name: str, text: str, timeout: float = 120) -> str:
-    deadline = time.monotonic() + timeout
-    reason = ""
-    while time.monotonic() < deadline:
-        reason = hami_reasons.pending_reason(core, NAMESPACE, name).text
-        if text in reason:
-            assert not core.read_namespaced_pod(name, NAMESPACE).spec.node_name
-            return reason
-        time.sleep(2)
-    raise AssertionError(f"{name}: expected {text}, got {reason!r}")
+    seen = {"reason": ""}
+
+    def said() -> str:
+        seen["reason"] = hami_reasons.pending_reason(core, NAMESPACE, name).text
+        return seen["reason"] if text in seen["reason"] else ""
+
+    with suppress(TimedOut):
+        reason = wait_until(said, timeout=timeout, interval=2)
+        assert not core.read_namespaced_pod(name, NAMESPACE).spec.node_name
+        return reason
+    raise AssertionError(f"{name}: expected {text}, got {seen['reason']!r}")
 
 
 def test_4_gpu_pods_are_admitted_by_hamis_webhook(team_a, gpu_namespace):
@@ -152,11 +157,11 @@ def test_8_no_lock_is_left_behind(team_a, gpu_namespace):
 
 
 def wait_bind_phase(core, name: str, phase: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if (core.read_namespaced_pod(name, NAMESPACE).metadata.annotations or {}).get(ha.BIND_PHASE) == phase:
-            return
-        time.sleep(0.5)
+    def in_phase() -> bool:
+        return (core.read_namespaced_pod(name, NAMESPACE).metadata.annotations or {}).get(ha.BIND_PHASE) == phase
+
+    if settles(in_phase, timeout=timeout):
+        return
     raise AssertionError(
         f"{name}: bind-phase is not {phase} after {timeout} s: the lab's release controller did not act"
     )

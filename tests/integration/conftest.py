@@ -6,40 +6,14 @@ missing binary and the command that builds it. CI builds them, so CI runs this t
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.integration.cluster import TestCluster, add_node, start_cluster
-
-ROOT = Path(__file__).resolve().parents[2]
-CACHE = Path(os.environ.get("GPU_TENANCY_CACHE", Path.home() / ".cache" / "gpu-tenancy"))
-PASSPHRASE = "integration-tests-only"
-
-
-def tools_env() -> dict[str, str]:
-    """The environment tools/build.sh wrote (PATH with the built binaries, PULUMI_HOME)."""
-    env = dict(os.environ)
-    env_file = CACHE / "env.sh"
-    if env_file.exists():
-        for line in env_file.read_text().splitlines():
-            if line.startswith("export "):
-                key, _, value = line[len("export ") :].partition("=")
-                value = value.strip('"').replace("$PATH", env.get("PATH", ""))
-                env[key] = value
-    return env
-
-
-def require(env: dict[str, str], *binaries: str) -> None:
-    missing = [b for b in binaries if shutil.which(b, path=env["PATH"]) is None]
-    if missing:
-        pytest.skip(f"not built: {', '.join(missing)} (run tools/build.sh; cache {CACHE})")
+from tests.support.cluster import TestCluster, add_node, start_cluster
+from tests.support.tools import PulumiCli, require, tools_env
 
 
 @pytest.fixture(scope="session")
@@ -88,46 +62,6 @@ def node(cluster: TestCluster) -> Iterator[str]:
         cluster.core().delete_node(name)
     except client.ApiException:
         pass
-
-
-class PulumiCli:
-    """`pulumi` with a file backend in a temp dir, a passphrase and the project on PYTHONPATH."""
-
-    def __init__(self, env: dict[str, str], state: Path):
-        self.env = dict(env)
-        self.env.update(
-            {
-                "PULUMI_BACKEND_URL": f"file://{state}",
-                "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
-                "PULUMI_PYTHON_CMD": sys.executable,
-                "PYTHONPATH": str(ROOT),
-                "PULUMI_SKIP_UPDATE_CHECK": "true",
-                "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-            }
-        )
-
-    def new_stack(self, program: Path, work: Path, kubeconfig: str, stack: str = "test") -> Path:
-        """A copy of a test program in `work`, its stack made, `kubeconfig` set as a secret."""
-        work.mkdir(parents=True, exist_ok=True)
-        for f in program.iterdir():
-            if f.is_file():
-                (work / f.name).write_text(f.read_text())
-        self("stack", "init", stack, cwd=work)
-        self("config", "set", "--secret", "kubeconfig", kubeconfig, cwd=work)
-        return work
-
-    def __call__(self, *args: str, cwd: Path, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
-        proc = subprocess.run(
-            ["pulumi", *args, "--non-interactive"],
-            cwd=cwd,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        if check and proc.returncode != 0:
-            raise AssertionError(f"pulumi {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
-        return proc
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from components.gpu import hami_annotations as ha
-from components.ops import release_controller as rc
 from components.ops.kube import core_api
-from tests.integration.cluster import TOKEN, add_node
-from tests.integration.hami_stand_in import SCHEDULER_SAYS, hami_bind, mark_unschedulable, wait_for_pod
+from components.ops.release import controller as rc
+from tests.support.cluster import TOKEN, add_node
+from tests.support.hami_stand_in import SCHEDULER_SAYS, hami_bind, mark_unschedulable, wait_for_pod
 
 PROGRAM = Path(__file__).parent / "programs" / "workload"
 pytestmark = pytest.mark.integration

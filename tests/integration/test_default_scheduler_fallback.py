@@ -4,16 +4,15 @@ not reached, a GPU pod keeps `default-scheduler`, and on a node whose capacity s
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from kubernetes import client
 
 from components.gpu import hami_annotations as ha
 from components.ops import webhook_probe as wp
 from components.providers.node_gpu_capacity import NodeGpuCapacityProvider
-from tests.integration.cluster import add_node, start_cluster
-from tests.integration.conftest import require
+from tests.support.cluster import add_node, start_cluster
+from tests.support.tools import require
+from tests.support.waits import settles
 
 pytestmark = pytest.mark.integration
 
@@ -46,11 +45,8 @@ def test_without_the_webhook_a_gpu_pod_bypasses_hami(scheduled_cluster):
             ),
         ),
     )
-    deadline = time.monotonic() + 90
+    settles(lambda: core.read_namespaced_pod("unguarded", "default").spec.node_name, timeout=90)
     pod = core.read_namespaced_pod("unguarded", "default")
-    while not pod.spec.node_name and time.monotonic() < deadline:
-        time.sleep(0.5)
-        pod = core.read_namespaced_pod("unguarded", "default")
     assert pod.spec.node_name == "fallback-node"
     assert pod.spec.scheduler_name == "default-scheduler"
     assert ha.DEVICES_ALLOCATED not in (pod.metadata.annotations or {})  # HAMi never saw it

@@ -13,7 +13,6 @@ import json
 import re
 import shutil
 import subprocess
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,7 +22,8 @@ from kubernetes import client
 
 from components.ops import bootstrap as bs
 from components.tenant.external_pool import external_labels
-from tests.integration.cluster import TOKEN
+from tests.support.cluster import TOKEN
+from tests.support.waits import settles
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = Path(__file__).parent / "programs" / "external_pool"
@@ -123,9 +123,7 @@ def test_join_is_pinned_secret_renewed_until_all_joined_then_revoked(pulumi_cli,
     pulumi_cli("preview", "--expect-no-changes", cwd=stack)  # a second up changes nothing
 
     # It expires and the tokencleaner removes it, before any machine joined:
-    deadline = time.monotonic() + TTL + 90
-    while time.monotonic() < deadline and live_token(core, tid) is not None:
-        time.sleep(1)
+    settles(lambda: live_token(core, tid) is None, timeout=TTL + 90, interval=1)
     assert live_token(core, tid) is None, "the expired join token is still there"
     # ... so the next up issues a fresh one (README: a lapsed token needs `pulumi up` alone).
     pulumi_cli("config", "set", "ttlSeconds", "3600", cwd=stack)

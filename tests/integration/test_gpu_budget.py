@@ -4,7 +4,6 @@ the rule; a GPU pod as HAMi's webhook leaves it, in a budget namespace, and any 
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
@@ -14,8 +13,9 @@ from kubernetes import client
 from components.config.names import GPU_BUDGET_LABEL
 from components.gpu import hami_annotations as ha
 from components.tenant.gpu_quota import POLICY_NAME, budget_policy_spec
-from tests.integration.cluster import start_cluster
-from tests.integration.conftest import require
+from tests.support.cluster import start_cluster
+from tests.support.tools import require
+from tests.support.waits import settles
 
 pytestmark = pytest.mark.integration
 SHARES = ["default", "inference"]
@@ -75,10 +75,11 @@ def budget(tools):
     admission.create_validating_admission_policy_binding(
         {"metadata": {"name": POLICY_NAME}, "spec": {"policyName": POLICY_NAME, "validationActions": ["Deny"]}}
     )
-    deadline = time.monotonic() + 30
-    while "gpu-scheduler-hami" not in refusal(core, "inference", pod("probe", SLICE, scheduler="default-scheduler")):
-        assert time.monotonic() < deadline, "the budget policy was never enforced"
-        time.sleep(0.5)
+
+    def enforced() -> bool:
+        return "gpu-scheduler-hami" in refusal(core, "inference", pod("probe", SLICE, scheduler="default-scheduler"))
+
+    assert settles(enforced, timeout=30), "the budget policy was never enforced"
     yield core
     cluster.stop()
 

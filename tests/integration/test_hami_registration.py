@@ -13,7 +13,7 @@ from kubernetes import client
 
 from components.config.names import HAMI_NAMESPACE
 from components.ops import hami_registration as hr
-from tests.integration.cluster import free_port, routable_ip
+from tests.support.cluster import free_port, routable_ip
 
 pytestmark = pytest.mark.integration
 EXPECTED = {"n1": ["GPU-a-n1-0"], "n2": ["GPU-a-n2-0", "GPU-a-n2-1"]}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from components.gpu import hami_annotations as ha
-from tests.integration.cluster import TOKEN, add_node
+from tests.support.cluster import TOKEN, add_node
 
 PROGRAM = Path(__file__).parent / "programs" / "inventory"
 NODES = ["inv-node-0", "inv-node-1"]

@@ -16,9 +16,9 @@ from components.config.names import MOCK_GPU_NODE_LABEL, POOL_MODE_LABEL
 from components.gpu import hami_annotations as ha
 from components.gpu.inventory import advertised_resources, node_devices
 from components.ops.simulated_nodes import selector
-from tests.integration.cluster import TOKEN, start_cluster
-from tests.integration.conftest import require
-from tests.integration.kwok import start_kwok, wait_for
+from tests.support.cluster import TOKEN, start_cluster
+from tests.support.kwok import start_kwok, wait_for
+from tests.support.tools import require
 
 PROGRAM = Path(__file__).parent / "programs" / "kwok_pool"
 FLEET = GpuFleet.model_validate({"model": "A100-80GB", "cardsPerNode": 2})

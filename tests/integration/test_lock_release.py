@@ -12,10 +12,10 @@ import pytest
 from kubernetes import client
 
 from components.gpu import hami_annotations as ha
-from components.ops import lock_release as lr
-from components.ops import release_controller as rc
-from tests.integration.cluster import add_node
-from tests.integration.hami_stand_in import SCHEDULER_SAYS, mark_unschedulable
+from components.ops.release import daemon
+from components.ops.release import lock as lr
+from tests.support.cluster import add_node
+from tests.support.hami_stand_in import SCHEDULER_SAYS, mark_unschedulable
 
 pytestmark = pytest.mark.integration
 
@@ -216,7 +216,7 @@ def test_release_command_one_pass_touches_only_allocating_pods(cluster, node, tm
     before = core.read_namespaced_pod(done, "default").metadata.resource_version
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(cluster.kubeconfig_text)
-    assert rc.main(["--kubeconfig", str(kubeconfig), "--namespace", "default", "--once"]) == 0
+    assert daemon.main(["--kubeconfig", str(kubeconfig), "--namespace", "default", "--once"]) == 0
     assert node_lock(core, node) is None
     assert phase(core, mine) == ha.PHASE_SUCCESS
     assert core.read_namespaced_pod(done, "default").metadata.resource_version == before

@@ -13,9 +13,9 @@ import pytest
 import yaml
 from kubernetes import client
 
-from tests.integration.tcp_proxy import TcpProxy
-from tests.policy.test_gpu_policies import TEAM_A, TEAM_B
-from tests.unit.harness import load_config_file
+from tests.support.harness import load_config_file
+from tests.support.policy_pack import TEAM_A, TEAM_B
+from tests.support.tcp_proxy import TcpProxy
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = Path(__file__).parent / "programs" / "gpu_pods"

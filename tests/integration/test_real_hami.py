@@ -7,20 +7,22 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from contextlib import suppress
 
 import pytest
 from kubernetes import client
 
 from components.config.model import GpuFleet
 from components.gpu import hami_annotations as ha
-from components.gpu.rules import Quota
+from components.gpu.requests import Quota
 from components.ops import hami_reasons
-from components.ops import release_controller as rc
 from components.ops.kube import core_api
+from components.ops.release import controller as rc
+from components.ops.waiting import TimedOut, wait_until
 from components.tenant.gpu_quota import quota_hard
-from tests.integration.cluster import start_cluster
-from tests.integration.conftest import require
-from tests.integration.real_hami import SKIP_REASON, RealHami, add_gpu_node, binary
+from tests.support.cluster import start_cluster
+from tests.support.real_hami import SKIP_REASON, RealHami, add_gpu_node, binary
+from tests.support.tools import require
 
 pytestmark = pytest.mark.integration
 NODE = "team-a-worker-0"
@@ -81,28 +83,31 @@ def gpu_pod(core, ns: str, name: str, mem: int, cores: int) -> None:
 
 
 def wait_bound(core, ns: str, name: str, timeout: float = 120) -> client.V1Pod:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def released() -> client.V1Pod | None:
         pod = core.read_namespaced_pod(name, ns)
-        if pod.spec.node_name and (pod.metadata.annotations or {}).get(ha.BIND_PHASE) == ha.PHASE_SUCCESS:
-            return pod
-        time.sleep(0.2)
+        bound = pod.spec.node_name and (pod.metadata.annotations or {}).get(ha.BIND_PHASE) == ha.PHASE_SUCCESS
+        return pod if bound else None
+
+    with suppress(TimedOut):
+        return wait_until(released, timeout=timeout, interval=0.2)
     raise AssertionError(f"{ns}/{name} not bound and released: {hami_reasons.pending_reason(core, ns, name).text}")
 
 
 def wait_reason(core, ns: str, name: str, code: str, node: str = NODE, timeout: float = 60) -> str:
     """Until HAMi's reason is read for that node: kube-scheduler's message (HAMi 2.10 puts the
     code there) may come before HAMi's event, which is the one naming the node."""
-    deadline = time.monotonic() + timeout
-    text = ""
-    while time.monotonic() < deadline:
+    seen = {"text": ""}
+
+    def said() -> str:
         reason = hami_reasons.pending_reason(core, ns, name)
-        text = reason.text
-        if code in reason.by_node.get(node, []):
-            assert not core.read_namespaced_pod(name, ns).spec.node_name
-            return text
-        time.sleep(1)
-    raise AssertionError(f"{ns}/{name}: expected HAMi's {code}, got {text!r}")
+        seen["text"] = reason.text
+        return reason.text if code in reason.by_node.get(node, []) else ""
+
+    with suppress(TimedOut):
+        text = wait_until(said, timeout=timeout, interval=1)
+        assert not core.read_namespaced_pod(name, ns).spec.node_name
+        return text
+    raise AssertionError(f"{ns}/{name}: expected HAMi's {code}, got {seen['text']!r}")
 
 
 def test_hamis_webhook_sets_its_scheduler(lab, ns):

@@ -15,13 +15,13 @@ from kubernetes import client
 from components.config.model import GpuFleet
 from components.gpu import hami_annotations as ha
 from components.gpu.inventory import node_devices
-from components.ops import release_controller as rc
 from components.ops.kube import core_api
+from components.ops.release import controller as rc
 from components.ops.simulated_nodes import ensure_nodes
-from tests.integration.cluster import start_cluster
-from tests.integration.conftest import require
-from tests.integration.kwok import start_kwok, wait_for
-from tests.integration.real_hami import SKIP_REASON, RealHami, binary
+from tests.support.cluster import start_cluster
+from tests.support.kwok import start_kwok, wait_for
+from tests.support.real_hami import SKIP_REASON, RealHami, binary
+from tests.support.tools import require
 
 pytestmark = pytest.mark.integration
 FLEET = GpuFleet.model_validate({"model": "A100-80GB", "cardsPerNode": 2})

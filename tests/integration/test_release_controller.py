@@ -22,14 +22,17 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from components.gpu import hami_annotations as ha
-from components.ops import lock_release as lr
-from components.ops import release_controller as rc
 from components.ops.kube import cluster_ca, core_api, token_kubeconfig
-from tests.integration.cluster import add_node, free_port, start_cluster
-from tests.integration.conftest import ROOT, require
-from tests.integration.hami_stand_in import hami_bind, hami_event, new_pod, wait_for_pod, wait_released
-from tests.integration.tcp_proxy import TcpProxy
+from components.ops.release import controller as rc
+from components.ops.release import lock as lr
+from components.ops.release.daemon import serve_http
+from components.ops.release.policy import RBAC_RULES
+from tests.support.cluster import add_node, free_port, start_cluster
+from tests.support.hami_stand_in import hami_bind, hami_event, new_pod, wait_for_pod, wait_released
 from tests.support.release_process import http_status
+from tests.support.tcp_proxy import TcpProxy
+from tests.support.tools import ROOT, require
+from tests.support.waits import settles
 
 pytestmark = pytest.mark.integration
 
@@ -57,10 +60,7 @@ def running(core, namespace: str, **kwargs) -> Iterator[rc.ReleaseController]:
 
 def eventually(check, timeout: float = 10) -> None:
     """Workers handle pods after the watch sees them: wait for what they do."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "not within the timeout"
-        time.sleep(0.05)
+    assert settles(check, timeout=timeout, interval=0.05), "not within the timeout"
 
 
 def sample(controller: rc.ReleaseController, name: str, **labels) -> float:
@@ -199,9 +199,9 @@ def test_foreign_malformed_and_real_gpu_locks_are_left_alone(cluster, ns, node, 
                 # a real GPU node: its device plugin finishes the allocation, not us
                 new_pod(core, ns, "real")
                 hami_bind(core, ns, "real", real_gpu)
-                deadline = time.monotonic() + 20
-                while time.monotonic() < deadline and sample(c, "gpu_tenancy_releases_total", outcome="succeeded") < 2:
-                    time.sleep(0.1)
+                settles(
+                    lambda: sample(c, "gpu_tenancy_releases_total", outcome="succeeded") >= 2, timeout=20, interval=0.1
+                )
                 time.sleep(0.5)
                 assert sample(c, "gpu_tenancy_releases_total", outcome="not-mock") >= 1
         assert node_lock(core, node) == foreign and phase(core, ns, "mine") == ha.PHASE_SUCCESS
@@ -251,9 +251,7 @@ def test_pending_pod_is_logged_in_hamis_words(cluster, ns, caplog):
                     }
                 },
             )
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and "CardInsufficientCore" not in caplog.text:
-                time.sleep(0.1)
+            settles(lambda: "CardInsufficientCore" in caplog.text, timeout=10, interval=0.1)
     assert f"{ns}/too-big is Pending: HAMi: CardInsufficientCore on team-a-worker-0" in caplog.text
     assert "not enough GPU cores" in caplog.text
 
@@ -269,13 +267,13 @@ def _metrics(port: int) -> dict[str, float]:
 
 
 def test_command_with_least_privilege_releases_a_pod_made_with_the_plain_client(cluster, ns, node, tmp_path):
-    """`python -m components.ops.release_controller` as the lab's container runs it: its own
+    """`python -m components.ops.release` as the lab's container runs it: its own
     ServiceAccount limited to RBAC_RULES, /metrics and /healthz on its port."""
     core = cluster.core()
     rbac = client.RbacAuthorizationV1Api(cluster.api_client())
     sa = f"releaser-{ns}"
     core.create_namespaced_service_account(ns, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=sa)))
-    rbac.create_cluster_role({"metadata": {"name": sa}, "rules": [dict(r) for r in rc.RBAC_RULES]})
+    rbac.create_cluster_role({"metadata": {"name": sa}, "rules": [dict(r) for r in RBAC_RULES]})
     rbac.create_cluster_role_binding(
         {
             "metadata": {"name": sa},
@@ -291,7 +289,7 @@ def test_command_with_least_privilege_releases_a_pod_made_with_the_plain_client(
     port = free_port()
     log = open(tmp_path / "controller.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "components.ops.release_controller", "--kubeconfig", str(kubeconfig), "--listen",
+        [sys.executable, "-m", "components.ops.release", "--kubeconfig", str(kubeconfig), "--listen",
          f"127.0.0.1:{port}"],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -299,10 +297,12 @@ def test_command_with_least_privilege_releases_a_pod_made_with_the_plain_client(
         stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (proc.poll() is not None or http_status(port, "/readyz") != 200):
+
+        def ready() -> bool:
             assert proc.poll() is None, (tmp_path / "controller.log").read_text()
-            time.sleep(0.2)
+            return http_status(port, "/readyz") == 200
+
+        settles(ready, timeout=30, interval=0.2)
         new_pod(core, ns, "kubectl-made")
         wait_for_pod(core, ns, "kubectl-made")
         hami_bind(core, ns, "kubectl-made", node)
@@ -396,17 +396,20 @@ def refuse_writes(cluster, ns: str, pod: str, reason: str) -> str:
         {"metadata": {"name": name}, "spec": {"policyName": name, "validationActions": ["Deny"]}}
     )
     core = cluster.core()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # the policy takes a moment to be enforced
+
+    def enforced() -> bool:  # the policy takes a moment to be enforced
         try:
             core.patch_namespaced_pod(pod, ns, {"metadata": {"annotations": {ha.BIND_PHASE: "success"}}}, dry_run="All")
         except client.ApiException as exc:
             if exc.status in (403, 422):
-                return name
+                return True
             if exc.status != 404:
                 raise
             new_pod(core, ns, pod)
-        time.sleep(0.2)
+        return False
+
+    if settles(enforced, timeout=30, interval=0.2):
+        return name
     raise AssertionError("the refusing policy was never enforced")
 
 
@@ -429,24 +432,20 @@ def test_a_refused_pod_is_retried_alone_and_makes_healthz_fail_until_it_is_relea
         with caplog.at_level(logging.INFO, logger="gpu-tenancy.release-controller"):
             with running(core_api(cluster.kubeconfig_text), ns, stuck_seconds=2.0, pod_backoff_max=0.5) as c:
                 port = free_port()
-                server = rc.serve_http(c, "127.0.0.1", port)
+                server = serve_http(c, "127.0.0.1", port)
                 hami_bind(core, ns, "refused", other)
                 delays = release_seconds(core, ns, ["q0", "q1", "q2"], node)
                 assert max(delays) < 1.0, f"releases beside a refused pod took {delays}"
                 assert phase(core, ns, "refused") == ha.PHASE_ALLOCATING
                 assert sample(c, "gpu_tenancy_pods_not_handled_total", reason=f"refused-{status}") == 1
-                deadline = time.monotonic() + 15
-                while time.monotonic() < deadline and http_status(port, "/healthz") == 200:
-                    time.sleep(0.2)
+                settles(lambda: http_status(port, "/healthz") != 200, timeout=15, interval=0.2)
                 assert http_status(port, "/healthz") == 503
                 assert f"{ns}/refused" in c.health()[1]
                 assert sample(c, "gpu_tenancy_pod_retries_total") >= 2, "not retried"
                 drop_policy(cluster, policy)
                 policy = ""
                 wait_released(core, ns, "refused", other, timeout=30)
-                deadline = time.monotonic() + 10
-                while time.monotonic() < deadline and http_status(port, "/healthz") != 200:
-                    time.sleep(0.2)
+                settles(lambda: http_status(port, "/healthz") == 200, timeout=10, interval=0.2)
                 assert http_status(port, "/healthz") == 200
         assert caplog.text.count(f"{ns}/refused: not released") == 1
     finally:

@@ -7,7 +7,6 @@ users (HAMi, the admin) are not affected."""
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from datetime import UTC, datetime
 
@@ -15,11 +14,12 @@ import pytest
 from kubernetes import client
 
 from components.gpu import hami_annotations as ha
-from components.ops import release_controller as rc
-from components.ops import release_policy
 from components.ops.kube import cluster_ca, core_api, token_kubeconfig
-from tests.integration.cluster import add_node
-from tests.integration.hami_stand_in import hami_bind, new_pod, wait_released
+from components.ops.release import controller as rc
+from components.ops.release import policy as release_policy
+from tests.support.cluster import add_node
+from tests.support.hami_stand_in import hami_bind, new_pod, wait_released
+from tests.support.waits import settles
 
 pytestmark = pytest.mark.integration
 ACCOUNT, NAMESPACE = "gpu-tenancy-releaser", "kube-system"
@@ -33,7 +33,7 @@ def releaser(cluster):
     rbac = client.RbacAuthorizationV1Api(cluster.api_client())
     admission = client.AdmissionregistrationV1Api(cluster.api_client())
     core.create_namespaced_service_account(NAMESPACE, {"metadata": {"name": ACCOUNT}})
-    rbac.create_cluster_role({"metadata": {"name": ACCOUNT}, "rules": [dict(r) for r in rc.RBAC_RULES]})
+    rbac.create_cluster_role({"metadata": {"name": ACCOUNT}, "rules": [dict(r) for r in release_policy.RBAC_RULES]})
     rbac.create_cluster_role_binding(
         {
             "metadata": {"name": ACCOUNT},
@@ -53,16 +53,17 @@ def releaser(cluster):
     # the policies take a moment to be enforced: wait until a label change is refused
     probe = f"probe-{uuid.uuid4().hex[:6]}"
     add_node(cluster, probe)
-    deadline = time.monotonic() + 30
-    while True:
+
+    def enforced() -> bool:
         try:
             as_releaser.patch_node(probe, {"metadata": {"labels": {"x": "y"}}}, dry_run="All")
         except client.ApiException as exc:
             if exc.status == 422:
-                break
+                return True
             raise
-        assert time.monotonic() < deadline, "the write policies were never enforced"
-        time.sleep(0.2)
+        return False
+
+    assert settles(enforced, timeout=30, interval=0.2), "the write policies were never enforced"
     core.delete_node(probe)
     yield as_releaser
     for policy in policies:

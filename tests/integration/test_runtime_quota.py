@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from pathlib import Path
 
 import pytest
 from kubernetes import client
 
 from components.gpu import hami_annotations as ha
-from tests.integration.cluster import start_cluster
-from tests.integration.conftest import require
+from tests.support.cluster import start_cluster
+from tests.support.tools import require
+from tests.support.waits import settles
 
 PROGRAM = Path(__file__).parent / "programs" / "gpu_quota"
 pytestmark = pytest.mark.integration
@@ -44,25 +44,28 @@ def gpu_pod(name: str, mem: int, cores: int) -> dict:
 def create(core, ns: str, body: dict, timeout: float = 30) -> client.ApiException | None:
     """Create the pod; None when admitted, the API's refusal otherwise (waits for the quota's
     first status, without which the API server admits everything)."""
-    deadline = time.monotonic() + timeout
-    while True:
+    answer: dict[str, client.ApiException | None] = {}
+
+    def decided() -> bool:
         try:
             core.create_namespaced_pod(ns, body)
-            return None
+            answer["refusal"] = None
         except client.ApiException as exc:
-            if "status unknown for quota" in str(exc.body) and time.monotonic() < deadline:
-                time.sleep(0.5)
-                continue
-            return exc
+            answer["refusal"] = exc
+            return "status unknown for quota" not in str(exc.body)
+        return True
+
+    settles(decided, timeout=timeout)
+    return answer["refusal"]
 
 
 def wait_quota_status(core, ns: str) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    def computed() -> bool:
         q = core.read_namespaced_resource_quota("gpu-quota", ns)
-        if q.status and q.status.hard:
-            return
-        time.sleep(0.5)
+        return bool(q.status and q.status.hard)
+
+    if settles(computed, timeout=60):
+        return
     raise AssertionError(f"resourcequota controller never computed {ns}/gpu-quota")
 
 
@@ -92,6 +95,15 @@ def test_one_budget_split_and_enforced(pulumi_cli, quota_cluster, tmp_path):
         assert refused is not None and "exceeded quota" in refused.body and "nvidia.com/gpumem" in refused.body
         # a namespace without a share cannot open a second budget
         core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="elsewhere")))
+
+        def policy_enforced() -> bool:  # the API server compiles a new admission policy in a moment
+            try:
+                core.create_namespaced_pod("elsewhere", gpu_pod("probe", 1000, 1), dry_run="All")
+            except client.ApiException as exc:
+                return "GPU pods run only" in str(exc.body)
+            return False
+
+        assert settles(policy_enforced, timeout=30), "the budget's admission policy was never enforced"
         refused = create(core, "elsewhere", gpu_pod("sneaky", 1000, 1))
         assert refused is not None and refused.status in (403, 422)
         assert "GPU pods run only in the namespaces that hold a share" in refused.body

@@ -24,8 +24,8 @@ from components.config.load import load_tenants
 from components.ops.kube import api_client, cluster_ca, token_kubeconfig
 from components.ops.team_token import token_seconds_left
 from components.tenant.control_plane import control_plane_spec, datastore_schema
-from tests.integration.cluster import start_cluster
-from tests.integration.conftest import require
+from tests.support.cluster import start_cluster
+from tests.support.tools import require
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = Path(__file__).parent / "programs"

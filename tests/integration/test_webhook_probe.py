@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 
 from components.ops import webhook_probe as wp
-from tests.integration.cluster import free_port, self_signed
+from tests.support.cluster import free_port, self_signed
 
 pytestmark = pytest.mark.integration
 

@@ -5,7 +5,6 @@ worker's clean-up never removes its successor's Node."""
 from __future__ import annotations
 
 import subprocess
-import time
 import uuid
 
 import pytest
@@ -13,6 +12,7 @@ import yaml
 from kubernetes import client
 
 from components.ops import bootstrap as bs
+from tests.support.waits import settles
 
 pytestmark = pytest.mark.integration
 
@@ -33,9 +33,7 @@ def test_token_expires_and_the_tokencleaner_removes_it(with_tokencleaner):
     assert token.startswith(f"{tid}.") and len(token) == 23
     secret = core.read_namespaced_secret(bs.token_secret_name(tid), bs.TOKEN_NAMESPACE)
     assert secret.type == "bootstrap.kubernetes.io/token" and "expiration" in secret.data
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and secret_exists(core, tid):
-        time.sleep(1)
+    settles(lambda: not secret_exists(core, tid), timeout=90, interval=1)
     assert not secret_exists(core, tid), "kube-controller-manager's tokencleaner kept an expired token"
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from pulumi_policy import PolicyProviderResource
 
-from tests.policy.test_gpu_policies import (
+from tests.support.harness import load_config_file, run_program
+from tests.support.policy_pack import (
     CONFIG,
     ENDPOINTS,
     POLICY,
@@ -25,7 +26,6 @@ from tests.policy.test_gpu_policies import (
     run_resource,
     run_stack,
 )
-from tests.unit.harness import load_config_file, run_program
 
 ROOT = Path(__file__).resolve().parents[2]
 CARD = {"nvidia.com/gpu": "1"}  # a whole A100: team-a's quota holds 1 card's memory, 100 % cores

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -15,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
+
+from tests.support.waits import settles
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,16 +48,19 @@ def controller_process(kubeconfig: str, *args: str, log_level: str = "ERROR") ->
         f.write(kubeconfig)
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "components.ops.release_controller", "--kubeconfig", path,
+        [sys.executable, "-m", "components.ops.release", "--kubeconfig", path,
          "--listen", f"127.0.0.1:{port}", "--log-level", log_level, *args],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while http_status(port, "/readyz") != 200:
-            if proc.poll() is not None or time.monotonic() > deadline:
+
+        def ready() -> bool:
+            if proc.poll() is not None:
                 raise RuntimeError(f"the release controller did not get ready (exit {proc.poll()})")
-            time.sleep(0.2)
+            return http_status(port, "/readyz") == 200
+
+        if not settles(ready, timeout=60, interval=0.2):
+            raise RuntimeError(f"the release controller did not get ready (exit {proc.poll()})")
         os.unlink(path)
         yield psutil.Process(proc.pid), port
     finally:

@@ -7,7 +7,7 @@ import yaml
 
 from components.config.load import load_stack_config
 from components.config.problems import ConfigError
-from tests.unit.harness import ROOT, load_config_file, run_program
+from tests.support.harness import ROOT, load_config_file, run_program
 
 DEV = load_config_file(ROOT / "Pulumi.dev.yaml")
 
@@ -127,7 +127,8 @@ def test_program_with_bad_config_registers_nothing():
 
     import pulumi
 
-    from tests.unit.harness import PROJECT, ProgramMocks, Recorder
+    from components.config.names import PROJECT
+    from tests.support.harness import ProgramMocks, Recorder
 
     rec = Recorder()
     pulumi.runtime.set_mocks(ProgramMocks(), project=PROJECT, stack="dev", monitor=rec)

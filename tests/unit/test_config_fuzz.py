@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from components.config.load import load_stack_config
 from components.config.problems import ConfigError
-from tests.unit.harness import ROOT, load_config_file
+from tests.support.harness import ROOT, load_config_file
 
 DEV = {k.split(":", 1)[1]: v for k, v in load_config_file(ROOT / "Pulumi.dev.yaml").items()}
 

@@ -6,8 +6,8 @@ import yaml
 
 from components.ops.bound_token import self_renewal_rules
 from components.ops.kube import endpoint_kubeconfig
-from components.ops.release_controller import RBAC_RULES
-from tests.unit.harness import (
+from components.ops.release.policy import RBAC_RULES
+from tests.support.harness import (
     AUTOMATION_TOKEN,
     JOIN_TOKEN,
     KINDNET_TEMPLATE,
@@ -294,7 +294,7 @@ def test_adopted_management_cluster_creates_no_k3s():
 @pytest.mark.parametrize("team", ["team-a", "team-b"])
 def test_release_controller_runs_with_the_lab_on_its_own_least_privilege_token(rec, team):
     image = rec.named("releaser-image").inputs
-    assert image["build"]["dockerfile"] == "components/ops/Dockerfile" and image["build"]["context"] == "."
+    assert image["build"]["dockerfile"] == "components/ops/release/Dockerfile" and image["build"]["context"] == "."
     assert image["build"]["args"] == {"BASE_IMAGE": "docker.io/library/python:3.11-slim"}
     assert image["skipPush"] is True
     c = rec.named(f"{team}-releaser-container")

@@ -58,7 +58,7 @@ def kubeconfig(port: int, ca: bytes = b"not a real CA") -> str:
 
 
 def test_a_call_to_a_hung_server_ends_at_the_deadline(silent_server, tmp_path):
-    from tests.integration.cluster import self_signed
+    from tests.support.cluster import self_signed
 
     crt, _ = self_signed(tmp_path, "ca", "/CN=test-ca")
     core = kube.core_api(kubeconfig(silent_server, crt.read_bytes()), timeout=(1.0, 1.5))

@@ -98,11 +98,11 @@ def _stdlib(name: str) -> bool:
 
 
 def test_release_controller_image_holds_everything_it_runs():
-    files, third = closure("components.ops.release_controller")
+    files, third = closure("components.ops.release.__main__")
     ignore = [line for line in (ROOT / ".dockerignore").read_text().splitlines() if line and not line.startswith("#")]
     copies = [
         line.split()[1:-1]
-        for line in (ROOT / "components/ops/Dockerfile").read_text().splitlines()
+        for line in (ROOT / "components/ops/release/Dockerfile").read_text().splitlines()
         if line.startswith("COPY")
     ]
     copied = [src for srcs in copies for src in srcs]
@@ -125,3 +125,35 @@ def test_release_controller_image_holds_everything_it_runs():
     for top in third:
         assert DISTRIBUTIONS.get(top, top) in requirements, f"{top} is imported but not installed in the image"
     assert not any(t.startswith("pulumi") for t in third)
+
+
+# A hand-written poll-until-deadline loop: time arithmetic towards a deadline.
+HAND_WAIT = re.compile(r"monotonic\(\)\s*\+|^\s*\w*deadline\w*\s*=")
+# Where time arithmetic is the mechanism itself: the one wait helper, and the work queue's
+# condition-variable wait (a blocking queue on an injectable clock, not a poll).
+WAIT_MECHANISMS = {"components/ops/waiting.py", "components/ops/release/workqueue.py"}
+
+
+def test_every_wait_goes_through_the_one_helper():
+    found = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for top in ("components", "policy", "bench", "tests", "scripts", "tools")
+        for path in sorted((ROOT / top).rglob("*.py"))
+        if str(path.relative_to(ROOT)) not in WAIT_MECHANISMS
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if HAND_WAIT.search(line)
+    ]
+    assert not found, f"poll with components.ops.waiting.wait_until instead: {found}"
+
+
+def test_tiers_share_only_through_tests_support():
+    """Tests and benches import what they share from tests/support, never a conftest or another
+    tier's modules (tests/support itself included)."""
+    found = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for top in ("tests", "bench")
+        for path in sorted((ROOT / top).rglob("*.py"))
+        for name in imports(path)
+        if name.startswith("tests.") and ("conftest" in name or not name.startswith("tests.support"))
+    ]
+    assert not found, found

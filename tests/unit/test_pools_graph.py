@@ -11,7 +11,7 @@ import yaml
 from components.config import versions
 from components.ops.bound_token import self_renewal_rules
 from components.ops.simulated_nodes import KWOK_RBAC_RULES
-from tests.unit.harness import (
+from tests.support.harness import (
     JOIN_TOKEN,
     ROOT,
     TENANT_CA_HASH,

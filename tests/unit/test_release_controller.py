@@ -14,8 +14,9 @@ import pytest
 
 from components.config.names import MOCK_GPU_NODE_LABEL
 from components.gpu import hami_annotations as ha
-from components.ops import release_controller as rc
+from components.ops.release import controller as rc
 from tests.support.fake_kube import FakeCore
+from tests.support.waits import settles
 
 MOCK = dict([MOCK_GPU_NODE_LABEL])
 NS = "team"
@@ -309,9 +310,7 @@ def test_workers_release_concurrently_and_survive_a_handler_crash(core, monkeypa
         c.observe(allocating(core, "boom", "gpu-0"))
         core.add_node("gpu-1", labels=MOCK)
         c.observe(allocating(core, "fine", "gpu-1"))
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and not released(core, "fine", "gpu-1"):
-            time.sleep(0.01)
+        settles(lambda: released(core, "fine", "gpu-1"), timeout=5, interval=0.01)
         assert released(core, "fine", "gpu-1")
         assert c.health()[0] or "still allocating" in c.health()[1]
         assert all(t.is_alive() for t in c._threads)

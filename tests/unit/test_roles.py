@@ -9,7 +9,7 @@ from components.config.load import load_stack_config
 from components.config.problems import ConfigError
 from components.ops.kube import cluster_ca, token_kubeconfig
 from components.platform.team_access import control_plane_rules
-from tests.unit.harness import ROOT, TENANT_SUPER, ProgramMocks, load_config_file, provider_name, run_program
+from tests.support.harness import ROOT, TENANT_SUPER, ProgramMocks, load_config_file, provider_name, run_program
 
 PLATFORM = load_config_file(ROOT / "Pulumi.platform.yaml")
 TEAM_A = load_config_file(ROOT / "Pulumi.team-a.yaml")

@@ -9,7 +9,7 @@ import yaml
 
 from components.config.load import load_stack_config
 from components.tenant.control_plane import control_plane_spec, datastore_schema
-from tests.unit.harness import ROOT, load_config_file
+from tests.support.harness import ROOT, load_config_file
 
 CRD = Path(ROOT).parent / "shared" / "fixtures" / "kamaji" / "kamaji.clastix.io_tenantcontrolplanes.yaml"
 

@@ -33,7 +33,7 @@ from components.gpu import hami_annotations as ha
 from components.gpu.inventory import gpu_capacity, node_devices
 from components.ops import hami_registration
 from components.tenant.hami import extender_args
-from tests.integration.cluster import TestCluster, add_node, free_port, routable_ip, self_signed, stop_processes
+from tests.support.cluster import TestCluster, add_node, free_port, routable_ip, self_signed, stop_processes
 
 ENV = "HAMI_SCHEDULER"
 SKIP_REASON = (

@@ -1,60 +1,30 @@
-"""The release controller: finishes HAMi's allocation for every GPU pod on mock-GPU nodes.
-
-The mock device plugin never does what a real one does after Allocate, so without this every
-GPU pod after the first on a node waits out HAMi's node lock (5 minutes). The controller
-watches pods with the Kubernetes watch API, and for each pod HAMi leaves in
-`hami.io/bind-phase: allocating` it calls `lock_release.release_pod` (owner-checked,
-resourceVersion-guarded) - for pods the stack declares and for those it does not.
-
-Nothing one pod carries can stop it (controller-runtime's model):
-- the watch only records what it sees (the pods worth handling, by key) and always advances;
-- workers take keys from a de-duplicating work queue; each pod is handled in its own error
-  boundary, and a pod whose handling fails comes back after a backoff of its own while every
-  other pod goes on;
-- a pod whose annotations name a node that cannot be acted on (no Node can have that name,
-  or the API server answers 4xx on it) is "not ours": logged once, counted in
-  `gpu_tenancy_pods_not_handled_total`, left until the pod changes;
-- HAMi's reasons for Pending pods are looked up by a worker of their own from a bounded,
-  de-duplicated queue, off the release path; bookkeeping goes with the pod.
-`/healthz` is unhealthy when the controller stops making progress (the watch has not advanced
-for two watch periods, a worker died, or a pod bound to a mock node is still allocating after
-`stuck_seconds`); with `--exit-when-unhealthy` the process exits then, so the lab's container
-is restarted. `/readyz` answers once the first list is done. `/metrics` is prometheus_client's.
-
-No Pulumi import: the lab runs it in a container per tenant (`--kubeconfig` a file the stack
-uploads, its bound token kept renewed with `--token-file`), and
-`python -m components.ops.release_controller` runs it anywhere else.
+"""The release controller's loop: list, then watch pods, and release each one HAMi leaves
+`allocating` on a mock-GPU node (`lock.release_pod`), whether the stack declared it or not. Why
+nothing one pod carries can stop it, and how health is judged: see the package's docstring.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
-import os
-import signal
-import sys
 import threading
 import time
 from collections.abc import Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import tenacity
 from kubernetes import watch
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from components.config.names import MOCK_GPU_NODE_LABEL
 from components.gpu import hami_annotations as ha
 from components.ops import hami_reasons
-from components.ops import lock_release as lr
-from components.ops.bound_token import TokenExpiredError, TokenKeeper
-from components.ops.kube import REQUEST_TIMEOUT, core_api, get_json, http_status
-from components.ops.workqueue import WorkQueue
+from components.ops.kube import REQUEST_TIMEOUT, get_json, http_status
+from components.ops.release import lock as lr
+from components.ops.release.metrics import Metrics
+from components.ops.release.pods import Key, allocating, bind_delay, key_of, stage, unschedulable, worth_handling
+from components.ops.release.workqueue import WorkQueue
 
 log = logging.getLogger("gpu-tenancy.release-controller")
 
-DEFAULT_PORT = 9400
 # Seconds one watch request stays open before the server ends it and we resume.
 WATCH_SECONDS = 60
 BACKOFF_MAX_SECONDS = 10.0
@@ -65,106 +35,6 @@ STUCK_SECONDS = 60.0
 WORKERS = 4
 # Pending pods waiting for a reason lookup; more are dropped (and counted).
 REASON_QUEUE = 1000
-
-# What the controller needs in a tenant, and nothing more (a ServiceAccount's ClusterRole);
-# what it may write with it is narrowed further by an admission policy (release_writes).
-RBAC_RULES: tuple[dict[str, Any], ...] = (
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
-)
-
-DELAY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
-
-Key = tuple[str, str]
-
-
-class Metrics:
-    """The controller's Prometheus metrics, in a registry of its own."""
-
-    def __init__(self, registry: CollectorRegistry | None = None):
-        self.registry = registry or CollectorRegistry()
-        r = self.registry
-        self.releases = Counter(
-            "gpu_tenancy_releases", "Release attempts that finished, by outcome.", ["outcome"], registry=r
-        )
-        self.failures = Counter(
-            "gpu_tenancy_release_failures", "Releases or API calls that failed, by kind.", ["kind"], registry=r
-        )
-        self.not_handled = Counter(
-            "gpu_tenancy_pods_not_handled",
-            "Pods left alone or refused, once per pod and reason (invalid-node-name, node-<status>, refused-<status>).",
-            ["reason"],
-            registry=r,
-        )
-        self.retries = Counter("gpu_tenancy_pod_retries", "Pods queued again after their own backoff.", registry=r)
-        self.delay = Histogram(
-            "gpu_tenancy_release_delay_seconds",
-            "Seconds from HAMi's bind time (hami.io/bind-time, whole seconds) to the release.",
-            buckets=DELAY_BUCKETS,
-            registry=r,
-        )
-        self.handling = Histogram(
-            "gpu_tenancy_release_handling_seconds",
-            "Seconds from the watch event showing the pod allocating to its release.",
-            buckets=DELAY_BUCKETS,
-            registry=r,
-        )
-        self.early = Counter(
-            "gpu_tenancy_locks_freed_at_allocation",
-            "Node locks freed when HAMi marked the pod allocating, before its Binding landed.",
-            registry=r,
-        )
-        self.relists = Counter("gpu_tenancy_relists", "Full lists of pods (start, 410 Gone, errors).", registry=r)
-        self.watches = Counter("gpu_tenancy_watch_sessions", "Watch requests opened.", registry=r)
-        self.last_contact = Gauge(
-            "gpu_tenancy_last_api_contact_timestamp_seconds", "When the API server last answered.", registry=r
-        )
-        self.queue_depth = Gauge("gpu_tenancy_queue_depth", "Pods waiting for a worker.", registry=r)
-        self.stuck = Gauge(
-            "gpu_tenancy_pods_stuck", "Pods bound to a mock node and still allocating past the bound.", registry=r
-        )
-        self.reasons_dropped = Counter(
-            "gpu_tenancy_reason_lookups_dropped", "Pending-reason lookups dropped: their queue was full.", registry=r
-        )
-
-
-def _bind_delay(pod: Mapping[str, Any], now: float) -> float | None:
-    value = lr.annotations(pod).get(ha.BIND_TIME)
-    try:
-        return max(0.0, now - int(value)) if value is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _key(pod: Mapping[str, Any]) -> Key:
-    meta = pod.get("metadata") or {}
-    return str(meta.get("namespace", "")), str(meta.get("name", ""))
-
-
-def _unschedulable(pod: Mapping[str, Any]) -> str | None:
-    """The PodScheduled=False condition's message of a pod HAMi schedules, if any."""
-    spec, status = pod.get("spec") or {}, pod.get("status") or {}
-    if spec.get("nodeName") or spec.get("schedulerName") != ha.SCHEDULER_NAME:
-        return None
-    for cond in status.get("conditions") or []:
-        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-            return f"{cond.get('lastTransitionTime')}|{cond.get('message')}"
-    return None
-
-
-def _allocating(pod: Mapping[str, Any]) -> bool:
-    return lr.annotations(pod).get(ha.BIND_PHASE) == ha.PHASE_ALLOCATING
-
-
-def _stage(pod: Mapping[str, Any]) -> tuple[bool, str | None]:
-    """Allocating or not, and the node it is bound to: the handling clock restarts when it changes."""
-    return _allocating(pod), (pod.get("spec") or {}).get("nodeName")
-
-
-def _worth_handling(pod: Mapping[str, Any]) -> bool:
-    """Only these pods are kept and queued: HAMi left them allocating, or they wait unscheduled."""
-    return _allocating(pod) or _unschedulable(pod) is not None
 
 
 class ReleaseController:
@@ -251,13 +121,13 @@ class ReleaseController:
     # -- what the watch sees ------------------------------------------------------------
     def observe(self, pod: Mapping[str, Any]) -> None:
         """Record the pod's newest state; queue it if it is worth handling, else forget it."""
-        key = _key(pod)
-        if not _worth_handling(pod):
+        key = key_of(pod)
+        if not worth_handling(pod):
             self.forget(key)
             return
         with self._lock:
             old = self._pods.get(key)
-            same = old is not None and _stage(old[0]) == _stage(pod)
+            same = old is not None and stage(old[0]) == stage(pod)
             self._pods[key] = (pod, old[1] if same else time.monotonic())
             if not same:
                 self._since.pop(key, None)
@@ -313,9 +183,9 @@ class ReleaseController:
         """Release the pod if HAMi left it allocating on a node; queue a reason lookup if it
         waits unschedulable. Returns the release outcome, or None when there was nothing to do.
         Raises lr.NotOurs, lr.Refused or the API's error (the caller's boundary handles them)."""
-        namespace, name = key = _key(pod)
+        namespace, name = key = key_of(pod)
         seen = time.monotonic() if seen is None else seen
-        if _allocating(pod) and not (pod.get("spec") or {}).get("nodeName"):
+        if allocating(pod) and not (pod.get("spec") or {}).get("nodeName"):
             freed = lr.free_lock_at_allocation(self.core, namespace, name, pod, self.node_label)
             self._contact()
             if freed == lr.LOCK_RELEASED:
@@ -325,7 +195,7 @@ class ReleaseController:
                 self.metrics.early.inc()
                 log.debug("%s/%s: node lock freed at allocation, before the Binding", namespace, name)
             return None
-        if _allocating(pod):
+        if allocating(pod):
             node = pod["spec"]["nodeName"]
             with self._lock:
                 self._since.setdefault(key, seen)
@@ -340,7 +210,7 @@ class ReleaseController:
             self.metrics.releases.labels(outcome.status).inc()
             if outcome.status in (lr.RELEASED, lr.SUCCEEDED):
                 handled = time.monotonic() - seen
-                delay = _bind_delay(pod, time.time())
+                delay = bind_delay(pod, time.time())
                 self.metrics.handling.observe(handled)
                 if delay is not None:
                     self.metrics.delay.observe(delay)
@@ -359,7 +229,7 @@ class ReleaseController:
             else:
                 log.info("%s/%s: %s %s", namespace, name, outcome.status, outcome.detail)
             return outcome
-        waiting = _unschedulable(pod)
+        waiting = unschedulable(pod)
         if waiting is not None:
             with self._lock:
                 new = self._reported.get(key) != waiting
@@ -372,7 +242,7 @@ class ReleaseController:
         """Look up and log HAMi's reason for a Pending pod (the reason worker calls this)."""
         with self._lock:
             entry = self._pods.get(key)
-        if entry is None or _unschedulable(entry[0]) is None:
+        if entry is None or unschedulable(entry[0]) is None:
             return
         try:
             reason = hami_reasons.pending_reason(self.core, *key)
@@ -432,7 +302,7 @@ class ReleaseController:
         listed = self._list()
         self.metrics.relists.inc()
         items = listed.get("items", [])
-        present = {_key(p) for p in items}
+        present = {key_of(p) for p in items}
         with self._lock:
             gone = [k for k in self._pods if k not in present]
         for key in gone:
@@ -468,7 +338,7 @@ class ReleaseController:
                 if event["type"] in ("ADDED", "MODIFIED"):
                     self.observe(obj)
                 elif event["type"] == "DELETED":
-                    self.forget(_key(obj))
+                    self.forget(key_of(obj))
                 version = (obj.get("metadata") or {}).get("resourceVersion")
                 if version:
                     self.resource_version = version
@@ -525,147 +395,3 @@ class ReleaseController:
         w = self._watch
         if w is not None:
             w.stop()
-
-
-def serve_http(controller: ReleaseController, host: str, port: int) -> ThreadingHTTPServer:
-    """/metrics, /healthz (making progress) and /readyz (first list done), in a thread."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server API
-            if self.path.startswith("/metrics"):
-                body, ctype, code = generate_latest(controller.metrics.registry), CONTENT_TYPE_LATEST, 200
-            elif self.path.startswith("/healthz"):
-                ok, why = controller.health()
-                body, ctype, code = f"{why}\n".encode(), "text/plain", 200 if ok else 503
-            elif self.path.startswith("/readyz"):
-                ok = controller.synced.is_set()
-                body, ctype, code = (b"ok\n" if ok else b"not synced\n"), "text/plain", 200 if ok else 503
-            else:
-                body, ctype, code = b"not found\n", "text/plain", 404
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *_args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer((host, port), Handler)
-    threading.Thread(target=server.serve_forever, name="release-controller-http", daemon=True).start()
-    return server
-
-
-def exit_when_unhealthy(controller: ReleaseController, grace: float, interval: float = 5.0) -> threading.Thread:
-    """Exit the process once the controller has been unhealthy for `grace` seconds, so that
-    whatever runs it (Docker's restart policy in the lab) starts a fresh one."""
-
-    def watchdog() -> None:
-        bad_since: float | None = None
-        while not controller.stopping.wait(interval):
-            ok, why = controller.health()
-            if ok or not controller.synced.is_set():
-                bad_since = None
-                continue
-            bad_since = bad_since or time.monotonic()
-            if time.monotonic() - bad_since >= grace:
-                log.error("unhealthy for %.0f s (%s): exiting so that it is restarted", grace, why)
-                logging.shutdown()
-                os._exit(3)
-
-    thread = threading.Thread(target=watchdog, name="watchdog", daemon=True)
-    thread.start()
-    return thread
-
-
-def keep_token(keeper: TokenKeeper, controller: ReleaseController) -> None:
-    """Renew the controller's token until it stops; with every token expired, stop it (exit)."""
-    try:
-        keeper.run(controller.stopping)
-    except TokenExpiredError as exc:
-        log.error("%s", exc)
-        controller.stop()
-
-
-def _label(value: str) -> tuple[str, str]:
-    key, sep, val = value.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected LABEL=VALUE, got {value!r}")
-    return key, val
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m components.ops.release_controller",
-        description="Finish HAMi's allocation for GPU pods on mock-GPU nodes (what a real device plugin does).",
-    )
-    parser.add_argument("--kubeconfig", required=True, help="path of the tenant's kubeconfig")
-    parser.add_argument("--namespace", help="only pods in this namespace (default: all)")
-    parser.add_argument(
-        "--node-selector",
-        type=_label,
-        default=MOCK_GPU_NODE_LABEL,
-        metavar="LABEL=VALUE",
-        help="release only on nodes with this label (default %(default)s, what the stack's inventory sets)",
-    )
-    parser.add_argument("--any-node", action="store_true", help="release on every node (a cluster of mock GPUs only)")
-    parser.add_argument("--listen", default=f"127.0.0.1:{DEFAULT_PORT}", help="HOST:PORT for /metrics and /healthz")
-    parser.add_argument("--once", action="store_true", help="one pass over the pods as they are now, then exit")
-    parser.add_argument("--workers", type=int, default=WORKERS, help="pods handled at once (default %(default)s)")
-    parser.add_argument(
-        "--stuck-seconds",
-        type=float,
-        default=STUCK_SECONDS,
-        help="unhealthy when a pod bound to a mock node is still allocating after this (default %(default)s)",
-    )
-    parser.add_argument(
-        "--exit-when-unhealthy",
-        type=float,
-        metavar="SECONDS",
-        help="exit (code 3) once /healthz has failed this long, so a supervisor restarts the controller",
-    )
-    parser.add_argument(
-        "--token-file",
-        type=Path,
-        help="keep the kubeconfig's bound token renewed in this file and use it (components.ops.bound_token)",
-    )
-    parser.add_argument("--log-level", default="INFO")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
-    with open(args.kubeconfig) as f:
-        kubeconfig = f.read()
-    keeper = TokenKeeper(kubeconfig, args.token_file) if args.token_file else None
-    if keeper is not None:
-        try:
-            keeper.renew_if_due()
-        except TokenExpiredError as exc:
-            log.error("%s", exc)
-            return 2
-    core = core_api(kubeconfig, connections=args.workers + 2, token=keeper.current if keeper else None)
-    controller = ReleaseController(
-        core,
-        namespace=args.namespace,
-        node_label=None if args.any_node else args.node_selector,
-        workers=args.workers,
-        stuck_seconds=args.stuck_seconds,
-    )
-    if args.once:
-        controller.relist()
-        controller.drain()
-        return 0
-    host, _, port = args.listen.rpartition(":")
-    server = serve_http(controller, host or "0.0.0.0", int(port))
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: controller.stop())
-    if args.exit_when_unhealthy is not None:
-        exit_when_unhealthy(controller, args.exit_when_unhealthy)
-    if keeper is not None:
-        threading.Thread(target=keep_token, args=(keeper, controller), name="token", daemon=True).start()
-    log.info("release controller: metrics and health on http://%s:%s", host, port)
-    controller.run()
-    server.shutdown()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,11 +6,14 @@ annotations, then the Binding. What it does NOT do is HAMi's scheduling decision
 from __future__ import annotations
 
 import time
+from contextlib import suppress
 from datetime import UTC, datetime
 
 from kubernetes import client
 
 from components.gpu import hami_annotations as ha
+from components.ops.waiting import TimedOut, wait_until
+from tests.support.waits import settles
 
 
 def hami_bind(core: client.CoreV1Api, namespace: str, pod: str, node: str, phase: str = ha.PHASE_ALLOCATING) -> float:
@@ -43,24 +46,24 @@ def hami_bind(core: client.CoreV1Api, namespace: str, pod: str, node: str, phase
 
 
 def wait_for_pod(core: client.CoreV1Api, namespace: str, pod: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def created() -> bool:
         try:
-            core.read_namespaced_pod(pod, namespace)
-            return
+            return bool(core.read_namespaced_pod(pod, namespace))
         except client.ApiException as exc:
             if exc.status != 404:
                 raise
-        time.sleep(0.2)
-    raise TimeoutError(f"pod {namespace}/{pod} was not created within {timeout} s")
+            return False
+
+    if not settles(created, timeout=timeout, interval=0.2):
+        raise TimeoutError(f"pod {namespace}/{pod} was not created within {timeout} s")
 
 
 def wait_lock_free(core: client.CoreV1Api, node: str, timeout: float = 60) -> float:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if ha.NODE_LOCK not in (core.read_node(node).metadata.annotations or {}):
-            return time.monotonic()
-        time.sleep(0.05)
+    def free() -> float | None:
+        return time.monotonic() if ha.NODE_LOCK not in (core.read_node(node).metadata.annotations or {}) else None
+
+    with suppress(TimedOut):
+        return wait_until(free, timeout=timeout, interval=0.05)
     raise TimeoutError(f"lock on {node} not released within {timeout} s")
 
 
@@ -129,10 +132,13 @@ def new_pod(core: client.CoreV1Api, namespace: str, name: str, scheduler: str | 
 
 def wait_released(core: client.CoreV1Api, namespace: str, pod: str, node: str, timeout: float = 30) -> float:
     """Until the pod's bind-phase is success and the node holds no lock; returns monotonic time."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def released() -> float | None:
         phase = (core.read_namespaced_pod(pod, namespace).metadata.annotations or {}).get(ha.BIND_PHASE)
         if phase == ha.PHASE_SUCCESS and ha.NODE_LOCK not in (core.read_node(node).metadata.annotations or {}):
             return time.monotonic()
-        time.sleep(0.05)
+        return None
+
+    with suppress(TimedOut):
+        return wait_until(released, timeout=timeout, interval=0.05)
     raise TimeoutError(f"{namespace}/{pod} not released on {node} within {timeout} s")

@@ -97,3 +97,12 @@ def binding(policy: dict[str, Any]) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"policyName": name, "validationActions": ["Deny"]},
     }
+
+
+# What the controller needs in a tenant, and nothing more (a ServiceAccount's ClusterRole);
+# what it may write with it is narrowed further by an admission policy (write_policies below).
+RBAC_RULES: tuple[dict[str, Any], ...] = (
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
+)

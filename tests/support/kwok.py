@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from typing import Any
 
 from components.ops.kube import cluster_ca, token_kubeconfig
 from components.ops.simulated_nodes import KWOK_RBAC_RULES, NODE_STAGES, kwok_args
-from tests.integration.cluster import TestCluster, free_port
+from components.ops.waiting import TimedOut, wait_until
+from tests.support.cluster import TestCluster, free_port
 
 ACCOUNT = "gpu-tenancy-kwok"
 
@@ -60,11 +60,7 @@ def start_kwok(cluster: TestCluster, pod_cidr: str = "10.244.0.0/16") -> tuple[s
 
 
 def wait_for(check: Any, timeout: float, what: str, interval: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(interval)
+    try:
+        return wait_until(check, timeout=timeout, interval=interval, what=what)
+    except TimedOut:
+        raise AssertionError(f"timed out after {timeout:g} s waiting for {what}") from None

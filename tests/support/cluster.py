@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from tests.support.waits import settles
+
 TOKEN = "gpu-tenancy-integration-admin"
 
 
@@ -186,9 +188,7 @@ class TestCluster:
         for _ in range(attempts):
             self._start_apiserver()
             api = self.procs[-1]
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline and api.poll() is None:
-                time.sleep(0.2)
+            settles(lambda api=api: api.poll() is not None, timeout=5, interval=0.2)
             log = (self.workdir / "kube-apiserver.log").read_text()
             if api.poll() is None or "address already in use" not in log.splitlines()[-1]:
                 return
@@ -240,20 +240,21 @@ class TestCluster:
         return found
 
     def _wait_ready(self, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        last = ""
-        while time.monotonic() < deadline:
+        last = {"error": ""}
+
+        def ready() -> bool:
             for p in self.procs:
                 if p.poll() is not None:
                     raise RuntimeError(f"{p.args[0]} exited with {p.returncode}; see {self.workdir}")
             try:
                 # The default namespace is made by the API server's own bootstrap controller.
-                if self.core().read_namespace("default"):
-                    return
+                return bool(self.core().read_namespace("default"))
             except Exception as exc:  # noqa: BLE001 - retried until the deadline
-                last = str(exc)
-            time.sleep(0.5)
-        raise TimeoutError(f"kube-apiserver not ready after {timeout} s: {last}")
+                last["error"] = str(exc)
+                return False
+
+        if not settles(ready, timeout=timeout):
+            raise TimeoutError(f"kube-apiserver not ready after {timeout} s: {last['error']}")
 
     def start_scheduler(self) -> subprocess.Popen:
         """kube-scheduler (default profile) against this API server; stopped with the cluster."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 import threading
 
-from tests.integration.cluster import free_port
+from tests.support.cluster import free_port
 
 
 class TcpProxy:
