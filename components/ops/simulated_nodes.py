@@ -88,11 +88,15 @@ def ensure_nodes(core: Any, names: list[str], tenant: str, pool: str, fleet: Car
     _each(names, one)
 
 
+def pool_nodes(core: Any, tenant: str, pool: str) -> set[str]:
+    """The names of the pool's nodes as they are now (found by its labels)."""
+    return {n.metadata.name for n in core.list_node(label_selector=selector(tenant, pool)).items}
+
+
 def delete_nodes(core: Any, tenant: str, pool: str, keep: Iterable[str] = ()) -> list[str]:
     """Delete the pool's nodes (found by its labels, so nothing else is touched) except `keep`."""
     kept = set(keep)
-    found = core.list_node(label_selector=selector(tenant, pool)).items
-    doomed = [n.metadata.name for n in found if n.metadata.name not in kept]
+    doomed = sorted(pool_nodes(core, tenant, pool) - kept)
 
     def one(name: str) -> None:
         try:

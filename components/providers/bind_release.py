@@ -16,10 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+from pulumi.dynamic import CreateResult, UpdateResult
 
 from components.ops.kube import core_api
 from components.ops.release import lock
+from components.providers.base import Provider, ProviderResource
 
 WAIT_INPUTS = ("namespace", "pod_names", "selector", "count", "workload_uid")
 
@@ -59,29 +60,24 @@ def _run(props: dict[str, Any]) -> dict[str, Any]:
     return {**props, "pods": pods, "pending": len(pending)}
 
 
-class BindReleaseProvider(ResourceProvider):
+class BindReleaseProvider(Provider):
+    REPLACES = ("namespace", "workload", "workload_uid")
+    UPDATES = (*WAIT_INPUTS, "kubeconfig", "timeout_seconds", "fail_on_pending")
+    OUTPUTS = ("pods", "pending")
+
     def create(self, props: dict[str, Any]) -> CreateResult:
         outs = _run(props)
         return CreateResult(id_=f"{props['namespace']}/{props['workload']}", outs=outs)
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        keys = (*WAIT_INPUTS, "kubeconfig", "timeout_seconds", "fail_on_pending", "workload")
-        changed = [k for k in keys if olds.get(k) != news.get(k)]
-        replaces = [k for k in ("namespace", "workload", "workload_uid") if k in changed]
-        return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=False)
-
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(outs=_run(news))
-
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        return ReadResult(id_=id_, outs=props)
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         # Nothing to undo: the pods (and with them their claim on the cards) go with the workload.
         return None
 
 
-class BindRelease(Resource, module="gpu-tenancy", name="BindRelease"):
+class BindRelease(ProviderResource, module="gpu-tenancy", name="BindRelease"):
     """Waits until HAMi has bound and finished allocating each pod of one workload."""
 
     pods: pulumi.Output[list[dict[str, Any]]]
@@ -106,7 +102,7 @@ class BindRelease(Resource, module="gpu-tenancy", name="BindRelease"):
             BindReleaseProvider(),
             name,
             {
-                "kubeconfig": pulumi.Output.secret(kubeconfig),
+                "kubeconfig": kubeconfig,
                 "namespace": namespace,
                 "workload": workload,
                 "workload_uid": workload_uid,
@@ -115,8 +111,6 @@ class BindRelease(Resource, module="gpu-tenancy", name="BindRelease"):
                 "count": count,
                 "timeout_seconds": timeout_seconds,
                 "fail_on_pending": fail_on_pending,
-                "pods": None,
-                "pending": None,
             },
             opts,
         )

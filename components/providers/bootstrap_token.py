@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+from pulumi.dynamic import CreateResult, DiffResult, UpdateResult
 
 from components.ops.bootstrap import (
     KEEP,
@@ -28,6 +28,7 @@ from components.ops.bootstrap import (
     joined_nodes,
 )
 from components.ops.kube import core_api
+from components.providers.base import Provider, ProviderResource
 
 
 def _joined(kubeconfig: Any, joins: dict[str, Any]) -> int | None:
@@ -54,7 +55,14 @@ def _verdict(props: dict[str, Any], joins: dict[str, Any], kubeconfig: Any) -> t
     return verdict, joined
 
 
-class BootstrapTokenProvider(ResourceProvider):
+class BootstrapTokenProvider(Provider):
+    # One Secret per token id: the old token goes before its successor is made.
+    REPLACES = ("token_id", "ttl_seconds")
+    UPDATES = ("kubeconfig", "description", "joins")
+    OUTPUTS = ("token", "expiration", "revoked")
+    SECRET_OUTPUTS = ("token",)
+    DELETE_BEFORE_REPLACE = True
+
     def create(self, props: dict[str, Any]) -> CreateResult:
         token, expiration = create_token(
             core_api(props["kubeconfig"]), props["token_id"], int(props["ttl_seconds"]), props["description"]
@@ -62,19 +70,19 @@ class BootstrapTokenProvider(ResourceProvider):
         outs = {**props, "token": token, "expiration": expiration, "revoked": False}
         return CreateResult(id_=props["token_id"], outs=outs)
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        replaces = [k for k in ("token_id", "ttl_seconds") if olds.get(k) != news.get(k)]
-        changed = bool(replaces) or any(olds.get(k) != news.get(k) for k in ("kubeconfig", "description", "joins"))
+    def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        found = super().diff(id_, olds, news)
         joins = news.get("joins")
-        if joins and not replaces:
-            verdict, _ = _verdict(olds, joins, olds.get("kubeconfig"))
-            if verdict == RENEW:
-                replaces.append("expiration")
-            changed = changed or verdict != KEEP
-        return DiffResult(changes=changed, replaces=replaces, delete_before_replace=True)
+        if not joins or found.replaces:
+            return found
+        verdict, _ = _verdict(olds, joins, olds.get("kubeconfig"))
+        if verdict == KEEP:
+            return found
+        replaces = ["expiration"] if verdict == RENEW else []
+        return DiffResult(changes=True, replaces=replaces, delete_before_replace=self.DELETE_BEFORE_REPLACE)
 
-    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        outs = {**news, **{k: olds.get(k) for k in ("token", "expiration", "revoked")}}
+    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        outs = super().update(id_, olds, news).outs
         joins = news.get("joins")
         if joins:
             verdict, _ = _verdict(olds, joins, news["kubeconfig"])
@@ -83,9 +91,6 @@ class BootstrapTokenProvider(ResourceProvider):
                 outs.update(token="", revoked=True)
         return UpdateResult(outs=outs)
 
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        return ReadResult(id_=id_, outs=props)
-
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         if props.get("revoked"):
             return
@@ -93,7 +98,7 @@ class BootstrapTokenProvider(ResourceProvider):
         delete_token(core_api(props["kubeconfig"]), props["token_id"], props.get("token"))
 
 
-class BootstrapToken(Resource, module="gpu-tenancy", name="BootstrapToken"):
+class BootstrapToken(ProviderResource, module="gpu-tenancy", name="BootstrapToken"):
     """`token` (`<id>.<secret>`) valid for `ttl_seconds` from its creation; `revoked` once a
     pool's expected machines have all joined (then `token` is empty)."""
 
@@ -116,14 +121,11 @@ class BootstrapToken(Resource, module="gpu-tenancy", name="BootstrapToken"):
             BootstrapTokenProvider(),
             name,
             {
-                "kubeconfig": pulumi.Output.secret(kubeconfig),
+                "kubeconfig": kubeconfig,
                 "token_id": token_id,
                 "ttl_seconds": ttl_seconds,
                 "description": description,
                 "joins": joins,
-                "token": None,
-                "expiration": None,
-                "revoked": None,
             },
-            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["token"])),
+            opts,
         )

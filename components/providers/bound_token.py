@@ -10,18 +10,26 @@ replacing) its ServiceAccount revokes it, which destroy does.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+from pulumi.dynamic import CreateResult, ReadResult
 
 from components.ops.bound_token import request_token, seconds_left
 from components.ops.kube import core_api
+from components.providers.base import Provider, ProviderResource
 
 IDENTITY = ("namespace", "account", "account_uid", "seconds")
 
 
-class BoundTokenProvider(ResourceProvider):
+class BoundTokenProvider(Provider):
+    REPLACES = IDENTITY
+    UPDATES = ("issuer", "renew_before_seconds")
+    OUTPUTS = ("token", "expires")
+    SECRETS = ("issuer",)
+    SECRET_OUTPUTS = ("token",)
+
     def create(self, props: dict[str, Any]) -> CreateResult:
         token, expiry = request_token(
             core_api(props["issuer"]), props["namespace"], props["account"], int(props["seconds"])
@@ -30,22 +38,19 @@ class BoundTokenProvider(ResourceProvider):
             id_=f"{props['namespace']}/{props['account']}", outs={**props, "token": token, "expires": expiry}
         )
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        replaces = [k for k in IDENTITY if olds.get(k) != news.get(k)]
+    def replaces(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> list[str]:
+        """An identity change, or a token in its renewal window: a fresh token."""
+        out = super().replaces(olds, news)
         if seconds_left(olds.get("expires"), time.time()) < float(news["renew_before_seconds"]):
-            replaces.append("expires")
-        changed = replaces or [k for k in ("issuer", "renew_before_seconds") if olds.get(k) != news.get(k)]
-        return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=False)
-
-    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(outs={**news, "token": olds.get("token"), "expires": olds.get("expires")})
+            out.append("expires")
+        return out
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         # A token cannot be read back; whether it is still good is the diff's question.
         return ReadResult(id_=id_, outs=props)
 
 
-class BoundToken(Resource, module="gpu-tenancy", name="BoundToken"):
+class BoundToken(ProviderResource, module="gpu-tenancy", name="BoundToken"):
     """`token`, valid until `expires` (RFC 3339)."""
 
     token: pulumi.Output[str]
@@ -67,14 +72,12 @@ class BoundToken(Resource, module="gpu-tenancy", name="BoundToken"):
             BoundTokenProvider(),
             name,
             {
-                "issuer": pulumi.Output.secret(issuer),
+                "issuer": issuer,
                 "namespace": namespace,
                 "account": account,
                 "account_uid": account_uid,
                 "seconds": seconds,
                 "renew_before_seconds": renew_before_seconds,
-                "token": None,
-                "expires": None,
             },
-            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["token"])),
+            opts,
         )

@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+from pulumi.dynamic import CreateResult, ReadResult, UpdateResult
 
 from components.ops.hami_registration import check, wait_registered
 from components.ops.kube import core_api
+from components.providers.base import Provider, ProviderResource
 
 
 def _wait(props: dict[str, Any]) -> dict[str, Any]:
@@ -21,13 +22,12 @@ def _wait(props: dict[str, Any]) -> dict[str, Any]:
     return {**props, "registered": counts}
 
 
-class HamiRegistrationProvider(ResourceProvider):
+class HamiRegistrationProvider(Provider):
+    UPDATES = ("expected", "hami_revision", "timeout_seconds", "kubeconfig")
+    OUTPUTS = ("registered",)
+
     def create(self, props: dict[str, Any]) -> CreateResult:
         return CreateResult(id_="hami-registration", outs=_wait(props))
-
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        keys = ("expected", "hami_revision", "timeout_seconds", "kubeconfig")
-        return DiffResult(changes=any(olds.get(k) != news.get(k) for k in keys))
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(outs=_wait(news))
@@ -38,7 +38,7 @@ class HamiRegistrationProvider(ResourceProvider):
         return ReadResult(id_=id_, outs={**props, "registered": counts})
 
 
-class HamiRegistration(Resource, module="gpu-tenancy", name="HamiRegistration"):
+class HamiRegistration(ProviderResource, module="gpu-tenancy", name="HamiRegistration"):
     """Waits for HAMi to list `expected` (card ids per node) in its metrics."""
 
     registered: pulumi.Output[dict[str, int]]
@@ -57,11 +57,10 @@ class HamiRegistration(Resource, module="gpu-tenancy", name="HamiRegistration"):
             HamiRegistrationProvider(),
             name,
             {
-                "kubeconfig": pulumi.Output.secret(kubeconfig),
+                "kubeconfig": kubeconfig,
                 "expected": expected,
                 "hami_revision": hami_revision,
                 "timeout_seconds": timeout_seconds,
-                "registered": None,
             },
             opts,
         )

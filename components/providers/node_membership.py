@@ -11,13 +11,20 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+from pulumi.dynamic import CreateResult
 
 from components.ops.bootstrap import delete_node_if_mine, delete_token, wait_for_node
 from components.ops.kube import core_api
+from components.providers.base import Provider, ProviderResource
 
 
-class NodeMembershipProvider(ResourceProvider):
+class NodeMembershipProvider(Provider):
+    # The Node has one name: a new membership waits for its own registration after the old one.
+    REPLACES = ("node", "machine_id")
+    UPDATES = ("kubeconfig", "token_id")
+    OUTPUTS = ("uid",)
+    DELETE_BEFORE_REPLACE = True
+
     def create(self, props: dict[str, Any]) -> CreateResult:
         core = core_api(props["kubeconfig"])
         uid = wait_for_node(core, props["node"], props["machine_id"], float(props["timeout_seconds"]))
@@ -25,22 +32,11 @@ class NodeMembershipProvider(ResourceProvider):
             delete_token(core, props["token_id"])
         return CreateResult(id_=f"{props['node']}/{props['machine_id']}", outs={**props, "uid": uid})
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        replaces = [k for k in ("node", "machine_id") if olds.get(k) != news.get(k)]
-        changed = bool(replaces) or any(olds.get(k) != news.get(k) for k in ("kubeconfig", "token_id"))
-        return DiffResult(changes=changed, replaces=replaces, delete_before_replace=True)
-
-    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(outs={**news, "uid": olds.get("uid")})
-
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        return ReadResult(id_=id_, outs=props)
-
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         delete_node_if_mine(core_api(props["kubeconfig"]), props["node"], props["machine_id"])
 
 
-class NodeMembership(Resource, module="gpu-tenancy", name="NodeMembership"):
+class NodeMembership(ProviderResource, module="gpu-tenancy", name="NodeMembership"):
     uid: pulumi.Output[str]
 
     def __init__(
@@ -58,12 +54,11 @@ class NodeMembership(Resource, module="gpu-tenancy", name="NodeMembership"):
             NodeMembershipProvider(),
             name,
             {
-                "kubeconfig": pulumi.Output.secret(kubeconfig),
+                "kubeconfig": kubeconfig,
                 "node": node,
                 "machine_id": machine_id,
                 "token_id": token_id,
                 "timeout_seconds": timeout_seconds,
-                "uid": None,
             },
             opts,
         )

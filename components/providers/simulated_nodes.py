@@ -10,12 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+from pulumi.dynamic import CreateResult, ReadResult, UpdateResult
 
 from components.gpu.catalog import GPU_MODELS
 from components.gpu.rules import Fleet
 from components.ops.kube import core_api
-from components.ops.simulated_nodes import PARALLEL_REQUESTS, delete_nodes, ensure_nodes, selector
+from components.ops.simulated_nodes import PARALLEL_REQUESTS, delete_nodes, ensure_nodes, pool_nodes
+from components.providers.base import Provider, ProviderResource
 
 
 def _fleet(props: dict[str, Any]) -> Fleet:
@@ -26,16 +27,14 @@ def _core(props: dict[str, Any]) -> Any:
     return core_api(props["kubeconfig"], connections=PARALLEL_REQUESTS)
 
 
-class SimulatedNodesProvider(ResourceProvider):
+class SimulatedNodesProvider(Provider):
+    REPLACES = ("tenant", "pool")
+    UPDATES = ("names", "model", "cards_per_node", "kubeconfig")
+    DELETE_BEFORE_REPLACE = True
+
     def create(self, props: dict[str, Any]) -> CreateResult:
         ensure_nodes(_core(props), list(props["names"]), props["tenant"], props["pool"], _fleet(props))
         return CreateResult(id_=f"{props['tenant']}/{props['pool']}", outs=dict(props))
-
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        replaces = [k for k in ("tenant", "pool") if olds.get(k) != news.get(k)]
-        keys = ("names", "model", "cards_per_node", "kubeconfig")
-        changed = bool(replaces) or any(olds.get(k) != news.get(k) for k in keys)
-        return DiffResult(changes=changed, replaces=replaces, delete_before_replace=True)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         core = _core(news)
@@ -47,15 +46,14 @@ class SimulatedNodesProvider(ResourceProvider):
         return UpdateResult(outs=dict(news))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        found = _core(props).list_node(label_selector=selector(props["tenant"], props["pool"])).items
-        present = {n.metadata.name for n in found}
+        present = pool_nodes(_core(props), props["tenant"], props["pool"])
         return ReadResult(id_=id_, outs={**props, "names": [n for n in props["names"] if n in present]})
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         delete_nodes(_core(props), props["tenant"], props["pool"])
 
 
-class SimulatedNodes(Resource, module="gpu-tenancy", name="SimulatedNodes"):
+class SimulatedNodes(ProviderResource, module="gpu-tenancy", name="SimulatedNodes"):
     """The nodes `names` of a kwok pool, each with `cards_per_node` fake `model` cards."""
 
     names: pulumi.Output[list[str]]
@@ -76,7 +74,7 @@ class SimulatedNodes(Resource, module="gpu-tenancy", name="SimulatedNodes"):
             SimulatedNodesProvider(),
             name,
             {
-                "kubeconfig": pulumi.Output.secret(kubeconfig),
+                "kubeconfig": kubeconfig,
                 "tenant": tenant,
                 "pool": pool,
                 "names": names,

@@ -7,22 +7,22 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+from pulumi.dynamic import CreateResult, ReadResult, UpdateResult
 
 from components.ops.kube import core_api
 from components.ops.webhook_probe import PROBE_POD, probe
+from components.providers.base import Provider, ProviderResource
 
 REFRESH_TIMEOUT_SECONDS = 10.0
 
 
-class HamiWebhookProbeProvider(ResourceProvider):
+class HamiWebhookProbeProvider(Provider):
+    UPDATES = ("kubeconfig", "namespace", "timeout_seconds", "hami_revision")
+    OUTPUTS = ("scheduler_name",)
+
     def create(self, props: dict[str, Any]) -> CreateResult:
         seen = probe(core_api(props["kubeconfig"]), props["namespace"], float(props["timeout_seconds"]))
         return CreateResult(id_=f"{props['namespace']}/{PROBE_POD}", outs={**props, "scheduler_name": seen})
-
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        keys = ("kubeconfig", "namespace", "timeout_seconds", "hami_revision")
-        return DiffResult(changes=any(olds.get(k) != news.get(k) for k in keys))
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         seen = probe(core_api(news["kubeconfig"]), news["namespace"], float(news["timeout_seconds"]))
@@ -34,7 +34,7 @@ class HamiWebhookProbeProvider(ResourceProvider):
         return ReadResult(id_=id_, outs={**props, "scheduler_name": seen})
 
 
-class HamiWebhookProbe(Resource, module="gpu-tenancy", name="HamiWebhookProbe"):
+class HamiWebhookProbe(ProviderResource, module="gpu-tenancy", name="HamiWebhookProbe"):
     """Fails the update unless HAMi's webhook answers the tenant API server."""
 
     scheduler_name: pulumi.Output[str]
@@ -53,11 +53,10 @@ class HamiWebhookProbe(Resource, module="gpu-tenancy", name="HamiWebhookProbe"):
             HamiWebhookProbeProvider(),
             name,
             {
-                "kubeconfig": pulumi.Output.secret(kubeconfig),
+                "kubeconfig": kubeconfig,
                 "namespace": namespace,
                 "timeout_seconds": timeout_seconds,
                 "hami_revision": hami_revision,
-                "scheduler_name": None,
             },
             opts,
         )
