@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import secrets
 import string
 from datetime import UTC, datetime, timedelta
@@ -24,7 +23,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from components.ops.bound_token import seconds_left
-from components.ops.kube import get_json_or_none, http_status
+from components.ops.kube import get_json, get_json_or_none, http_status
 from components.ops.waiting import TimedOut, wait_until
 
 BOOTSTRAP_GROUP = "system:bootstrappers:kubeadm:default-node-token"
@@ -161,7 +160,7 @@ def label_selector(labels: dict[str, str]) -> str:
 
 def joined_nodes(core: Any, labels: dict[str, str]) -> int:
     """How many Nodes carry the pool's labels: the machines that have joined with its token."""
-    found = json.loads(core.list_node(label_selector=label_selector(labels), _preload_content=False).data)
+    found = get_json(core.list_node, label_selector=label_selector(labels))
     return len(found.get("items") or [])
 
 

@@ -24,7 +24,7 @@ from components.config.model import StackConfig, TenantConfig
 from components.gpu import hami_annotations as ha
 from components.gpu.requests import Quota, total_usage
 from components.ops import hami_reasons
-from components.ops.kube import core_api
+from components.ops.kube import core_api, get_json
 from components.ops.tables import markdown_table, text_table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,10 +55,10 @@ class TenantCapacity:
 def allocated_by_hami(core: Any) -> Quota:
     """Sum of what HAMi recorded on the tenant's live pods (finished pods hold nothing)."""
     gpus = mem = cores = 0
-    for pod in core.list_pod_for_all_namespaces().items:
-        if pod.status and pod.status.phase in ("Succeeded", "Failed"):
+    for pod in get_json(core.list_pod_for_all_namespaces).get("items") or []:
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             continue
-        value = (pod.metadata.annotations or {}).get(ha.DEVICES_ALLOCATED)
+        value = (pod["metadata"].get("annotations") or {}).get(ha.DEVICES_ALLOCATED)
         if not value:
             continue
         try:
@@ -76,11 +76,13 @@ def allocated_by_hami(core: Any) -> Quota:
 def waiting_for_hami(core: Any) -> tuple[str, ...]:
     """Each unscheduled pod HAMi schedules, with HAMi's reason per node."""
     out = []
-    for pod in core.list_pod_for_all_namespaces(field_selector="spec.nodeName=").items:
-        if pod.spec.scheduler_name != ha.SCHEDULER_NAME or (pod.status and pod.status.phase != "Pending"):
+    for pod in get_json(core.list_pod_for_all_namespaces, field_selector="spec.nodeName=").get("items") or []:
+        phase = (pod.get("status") or {}).get("phase")
+        if pod["spec"].get("schedulerName") != ha.SCHEDULER_NAME or phase not in (None, "Pending"):
             continue
-        reason = hami_reasons.pending_reason(core, pod.metadata.namespace, pod.metadata.name)
-        out.append(f"{pod.metadata.namespace}/{pod.metadata.name}: {reason.text}")
+        namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        reason = hami_reasons.pending_reason(core, namespace, name)
+        out.append(f"{namespace}/{name}: {reason.text}")
     return tuple(sorted(out))
 
 

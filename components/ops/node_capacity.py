@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from components.gpu.hami_annotations import RES_GPU
-from components.ops.kube import http_status
+from components.ops.kube import get_json_or_none, http_status
 
 
 def _status_patch(count: int | None) -> dict[str, Any]:
@@ -27,11 +27,8 @@ def set_gpu_capacity(core: Any, node: str, count: int | None) -> None:
 
 def gpu_capacity(core: Any, node: str) -> int | None:
     """The node's `nvidia.com/gpu` capacity (0 when unset), or None when the node is gone."""
-    try:
-        found = core.read_node_status(node)
-    except Exception as exc:
-        if http_status(exc) == 404:
-            return None
-        raise
-    capacity = (found.status.capacity or {}).get(RES_GPU)
+    found = get_json_or_none(core.read_node_status, node)
+    if found is None:
+        return None
+    capacity = ((found.get("status") or {}).get("capacity") or {}).get(RES_GPU)
     return int(capacity) if capacity is not None else 0

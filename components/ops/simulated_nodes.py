@@ -20,7 +20,7 @@ from components.config.model import POOL_KWOK
 from components.config.names import MOCK_GPU_NODE_LABEL, pool_labels
 from components.gpu.hami_annotations import GPU_NODE_LABEL, NODE_REGISTER, encode_node_register
 from components.gpu.inventory import CardsOfANode, advertised_resources, node_devices
-from components.ops.kube import http_status
+from components.ops.kube import get_json, http_status
 
 # What KWOK is told to manage (--manage-nodes-with-annotation-selector): these nodes only.
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
@@ -90,7 +90,8 @@ def ensure_nodes(core: Any, names: list[str], tenant: str, pool: str, fleet: Car
 
 def pool_nodes(core: Any, tenant: str, pool: str) -> set[str]:
     """The names of the pool's nodes as they are now (found by its labels)."""
-    return {n.metadata.name for n in core.list_node(label_selector=selector(tenant, pool)).items}
+    found = get_json(core.list_node, label_selector=selector(tenant, pool))
+    return {n["metadata"]["name"] for n in found.get("items") or []}
 
 
 def delete_nodes(core: Any, tenant: str, pool: str, keep: Iterable[str] = ()) -> list[str]:

@@ -18,6 +18,7 @@ import sys
 import time
 
 from components.config.names import TEAM_ACCOUNT, tenant_namespace
+from components.ops.bound_token import request_token
 from components.ops.kube import core_api, http_status
 
 DEFAULT_HOURS = 720
@@ -30,9 +31,8 @@ class NoSuchTeam(Exception):
 
 def request_team_token(admin_kubeconfig: str, team: str, hours: int) -> str:
     core = core_api(admin_kubeconfig)
-    body = {"spec": {"expirationSeconds": hours * 3600}}
     try:
-        answer = core.create_namespaced_service_account_token(TEAM_ACCOUNT, tenant_namespace(team), body)
+        token, _expiry = request_token(core, tenant_namespace(team), TEAM_ACCOUNT, hours * 3600)
     except Exception as exc:
         if http_status(exc) == 404:
             raise NoSuchTeam(
@@ -40,7 +40,7 @@ def request_team_token(admin_kubeconfig: str, team: str, hours: int) -> str:
                 "teams registry, and the platform stack up?"
             ) from None
         raise
-    return answer.status.token
+    return token
 
 
 def token_seconds_left(token: str, now: float | None = None) -> int | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from components.gpu.hami_annotations import RES_GPUMEM, SCHEDULER_NAME
+from components.ops.kube import get_json
 from components.ops.waiting import TimedOut, wait_until
 
 PROBE_POD = "gpu-tenancy-webhook-probe"
@@ -37,8 +38,8 @@ def probe_pod() -> dict[str, Any]:
 
 def probe_once(core: Any, namespace: str) -> str:
     """The scheduler name a dry-run GPU pod comes back with ("" when the API rejects it)."""
-    answer = core.create_namespaced_pod(namespace, probe_pod(), dry_run="All")
-    return answer.spec.scheduler_name or ""
+    answer = get_json(core.create_namespaced_pod, namespace, probe_pod(), dry_run="All")
+    return (answer.get("spec") or {}).get("schedulerName") or ""
 
 
 def probe(core: Any, namespace: str, timeout: float, interval: float = 3.0) -> str:

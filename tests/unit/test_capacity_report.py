@@ -27,7 +27,7 @@ def test_renderings():
 def test_unreachable_tenant_is_said_so():
     def broken(_kubeconfig):
         class Core:
-            def list_pod_for_all_namespaces(self):
+            def list_pod_for_all_namespaces(self, **_kw):
                 raise ConnectionError("connection refused")
 
         return Core()

@@ -146,6 +146,22 @@ def test_every_wait_goes_through_the_one_helper():
     assert not found, f"poll with components.ops.waiting.wait_until instead: {found}"
 
 
+# A kubernetes client model object read by attribute (`pod.spec.scheduler_name`, `.items` of a
+# list answer): ops and the providers read every answer as plain JSON (kube.get_json).
+MODEL_READ = re.compile(r"\w\.(metadata|spec|status)\.\w|\)\.items\b(?!\()")
+
+
+def test_ops_read_answers_as_plain_json_only():
+    found = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for top in ("components/ops", "components/providers")
+        for path in sorted((ROOT / top).rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if MODEL_READ.search(line)
+    ]
+    assert not found, f"read the answer with components.ops.kube.get_json: {found}"
+
+
 def test_tiers_share_only_through_tests_support():
     """Tests and benches import what they share from tests/support, never a conftest or another
     tier's modules (tests/support itself included)."""

@@ -4,6 +4,7 @@ shows what it waits for, and at its deadline says what was last seen and the lik
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -29,7 +30,8 @@ class Sequenced:
 
 
 def pod_back(scheduler: str):
-    return SimpleNamespace(spec=SimpleNamespace(scheduler_name=scheduler))
+    """The dry-run pod as the API server's JSON gives it back."""
+    return SimpleNamespace(data=json.dumps({"spec": {"schedulerName": scheduler}}).encode())
 
 
 def test_webhook_probe_passes_once_hami_mutates_and_keeps_trying_through_api_errors():
