@@ -12,7 +12,7 @@ from components.config.problems import ConfigError
 from components.platform.kamaji import KamajiPlatform, KamajiPlatformArgs
 from components.platform.management_cluster import ManagementCluster, ManagementClusterArgs
 from components.platform.platform_link import PlatformLink, PlatformLinkArgs, platform_outputs
-from components.platform.releaser_image import ReleaserImage, ReleaserImageArgs
+from components.platform.release_controller_image import ReleaseControllerImage, ReleaseControllerImageArgs
 from components.platform.team_access import TeamAccess, TeamAccessArgs
 from components.tenant.gpu_tenant import GpuTenant, GpuTenantArgs
 
@@ -58,7 +58,7 @@ else:
             )
         pulumi.export("platform", platform_outputs(cluster.kubeconfig, network, cfg, platform.datastore_name))
 
-releaser = ReleaserImage("releaser", ReleaserImageArgs()) if cfg.tenants else None
+release_controller_image = ReleaseControllerImage("releaser", ReleaseControllerImageArgs()) if cfg.tenants else None
 for t in cfg.tenants:
     tenant = GpuTenant(
         t.name,
@@ -73,7 +73,7 @@ for t in cfg.tenants:
             network=network,
             datastore=datastore,
             bootstrap_token_minutes=cfg.cluster.bootstrap_token_minutes,
-            releaser_image=releaser.ref,
+            release_controller_image=release_controller_image.ref,
             depends_on=[kamaji] if kamaji else [],
             owns_namespaces=cfg.role != ROLE_TEAM,
         ),
@@ -85,9 +85,9 @@ for t in cfg.tenants:
             "kubeconfig": tenant.control_plane.kubeconfig,
             "pools": tenant.pools,
             "gpuInventory": tenant.summary,
-            "releaser": (
-                {"container": tenant.releaser.container.name, "metrics": tenant.releaser.metrics_url}
-                if tenant.releaser
+            "releaseController": (
+                {"container": releases.container.name, "metrics": releases.metrics_url}
+                if (releases := tenant.release_controller)
                 else None
             ),
         },

@@ -142,7 +142,7 @@ _RESOURCE_KEYS = {RES_GPU: "gpus", RES_GPUMEM: "gpumemMb", RES_GPUCORES: "gpucor
 
 
 class WorkloadConfig(Section):
-    """A GPU workload a tenant's stack declares (created in the tenant, awaited by BindRelease)."""
+    """A GPU workload a tenant's stack declares (created in the tenant, awaited by ReleaseWait)."""
 
     name: string(DNS_1123, f"a DNS label of at most {MAX_WORKLOAD_NAME} characters", MAX_WORKLOAD_NAME) = Field(
         description="the Pod's or Deployment's name"
@@ -253,7 +253,7 @@ class TenantConfig(Section):
 
     @property
     def real_gpus(self) -> bool:
-        """External pools bring real cards: HAMi's NVIDIA plugin, no fake inventory, no releaser."""
+        """External pools bring real cards: HAMi's NVIDIA plugin, no fake inventory, no release controller."""
         return bool(self.pools_of(POOL_EXTERNAL))
 
     @property

@@ -11,7 +11,7 @@ WORKLOAD_LABEL = "gpu-tenancy/workload"
 MOCK_GPU_NODE_LABEL = ("gpu-tenancy/mock-gpu", "true")
 
 
-def releaser_name(lab: str, tenant: str) -> str:
+def release_controller_container(lab: str, tenant: str) -> str:
     """Docker name of a tenant's release controller container."""
     return f"{lab}-{tenant}-releaser"
 

@@ -1,4 +1,4 @@
-"""Tenant: one Kamaji TenantControlPlane, waited for, and a Provider on the stack's own identity.
+"""ControlPlane: one Kamaji TenantControlPlane, waited for, and a Provider on the stack's own identity.
 
 The TCP's `super-admin.conf` only makes the stack's AutomationIdentity; everything else runs on
 that identity's bound token. `admin.conf` (what people get) would not serve for the first step:
@@ -44,6 +44,10 @@ KIND_KUBELET_PATCHES: tuple[dict[str, Any], ...] = (
 )
 
 
+TYPE = "gpu-tenancy:index:ControlPlane"
+PREVIOUS_TYPE = "gpu-tenancy:index:Tenant"
+
+
 def datastore_schema(project: str, stack: str, tenant: str) -> str:
     """Per-tenant etcd key prefix; immutable in Kamaji, so derived from stable names only."""
     return f"{project}_{stack}_{tenant}".replace("-", "_")
@@ -83,7 +87,7 @@ def control_plane_spec(t: TenantConfig, address: str, datastore: pulumi.Input[st
 
 
 @dataclass
-class TenantArgs:
+class ControlPlaneArgs:
     tenant: TenantConfig
     management_provider: k8s.Provider
     # The management cluster address that workers and the host reach NodePorts on.
@@ -102,7 +106,7 @@ def _decode(data: dict[str, str], key: str) -> str:
     return base64.b64decode(data[key]).decode()
 
 
-class Tenant(pulumi.ComponentResource):
+class ControlPlane(pulumi.ComponentResource):
     """A TenantControlPlane with Konnectivity, waited until Ready, and its kubeconfigs as secrets."""
 
     endpoint: pulumi.Output[str]
@@ -112,8 +116,10 @@ class Tenant(pulumi.ComponentResource):
     automation_kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
 
-    def __init__(self, name: str, args: TenantArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("gpu-tenancy:index:Tenant", name, None, opts)
+    def __init__(self, name: str, args: ControlPlaneArgs, opts: pulumi.ResourceOptions | None = None):
+        # Stacks made before the rename hold it as Tenant: the alias keeps them (no replace).
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=[pulumi.Alias(type_=PREVIOUS_TYPE)]))
+        super().__init__(TYPE, name, None, opts)
         t = args.tenant
         mgmt = pulumi.ResourceOptions(parent=self, provider=args.management_provider)
         self.namespace_name: pulumi.Output[str] = pulumi.Output.from_input(tenant_namespace(t.name))

@@ -4,7 +4,7 @@ The stack makes a short-lived bootstrap token (`joinTokenHours`) and outputs, as
 JoinConfiguration with the tenant CA pinned that labels the node for HAMi's NVIDIA device plugin
 (`gpu=on`) and its pool. Each `up` judges the token against the pool's Nodes: renewed while
 machines are still to join, revoked once all `nodes` have (BootstrapToken). No fake inventory and
-no lock releaser: the real plugin registers the cards and completes HAMi's allocations.
+no release controller: the real plugin registers the cards and completes HAMi's allocations.
 """
 
 from __future__ import annotations

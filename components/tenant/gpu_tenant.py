@@ -20,15 +20,15 @@ from components.gpu.inventory import node_devices
 from components.gpu.requests import Demand, total_usage
 from components.ops.bootstrap import kubeconfig_ca_hash
 from components.providers.simulated_nodes import SimulatedNodes
-from components.tenant.control_plane import Tenant, TenantArgs
+from components.tenant.control_plane import ControlPlane, ControlPlaneArgs
 from components.tenant.external_pool import ExternalPool, ExternalPoolArgs
 from components.tenant.gpu_inventory import MockGpuInventory, MockGpuInventoryArgs, inventory_summary
 from components.tenant.gpu_quota import GpuQuota, GpuQuotaArgs
 from components.tenant.gpu_workload import GpuWorkload, GpuWorkloadArgs
 from components.tenant.hami import Hami, HamiArgs
 from components.tenant.kwok_controller import KwokController, KwokControllerArgs
-from components.tenant.lock_releaser import LockReleaser, LockReleaserArgs
 from components.tenant.network import TenantNetwork, TenantNetworkArgs
+from components.tenant.release_controller import ReleaseController, ReleaseControllerArgs
 from components.tenant.worker_node import NodeBootstrap, NodeBootstrapArgs, WorkerNode, WorkerNodeArgs
 
 
@@ -46,8 +46,8 @@ class GpuTenantArgs:
     datastore: pulumi.Input[str]
     # Lifetime of each worker's bootstrap token (revoked as soon as its join is done).
     bootstrap_token_minutes: int
-    # The release controller's image (ReleaserImage.ref), built once per stack on the lab host.
-    releaser_image: pulumi.Input[str]
+    # The release controller's image (ReleaseControllerImage.ref), built once per stack on the lab host.
+    release_controller_image: pulumi.Input[str]
     # Kamaji's release, when this stack installs it (the TCP goes after it, and before it on destroy).
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     # False in a team stack: the platform made the tenant's namespaces (TeamAccess).
@@ -57,21 +57,21 @@ class GpuTenantArgs:
 class GpuTenant(pulumi.ComponentResource):
     """Wires the per-tenant components in the order the design's graph gives.
 
-    Tenant -> NodeBootstrap -> per pool: WorkerNode xN (docker), SimulatedNodes + one
+    ControlPlane -> NodeBootstrap -> per pool: WorkerNode xN (docker), SimulatedNodes + one
     KwokController (kwok), ExternalPool (a join for the team's machines) -> TenantNetwork (needs
     a worker's image) -> MockGpuInventory (docker workers' cards; simulated nodes carry theirs)
     -> Hami (needs Ready nodes; waits for its webhook and for every fake card to be registered);
-    LockReleaser beside them (fake cards only); GpuQuota; then the workloads, once HAMi is ready
-    and the releaser runs.
+    ReleaseController beside them (fake cards only); GpuQuota; then the workloads, once HAMi is ready
+    and the release controller runs.
     """
 
     def __init__(self, name: str, args: GpuTenantArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:GpuTenant", name, None, opts)
         t = args.tenant
         child = pulumi.ResourceOptions(parent=self)
-        self.control_plane = Tenant(
+        self.control_plane = ControlPlane(
             f"{name}-cp",
-            TenantArgs(
+            ControlPlaneArgs(
                 tenant=t,
                 management_provider=args.management_provider,
                 address=args.address,
@@ -123,7 +123,7 @@ class GpuTenant(pulumi.ComponentResource):
                     tenant=t.name,
                     lab_name=args.lab_name,
                     network=args.network,
-                    keeper_image=args.releaser_image,
+                    keeper_image=args.release_controller_image,
                     server=f"https://{endpoint}",
                     pod_cidr=t.pod_cidr,
                     tenant_provider=provider,
@@ -193,17 +193,17 @@ class GpuTenant(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        # The lock releaser: only where HAMi's allocations are never completed by a real plugin.
-        self.releaser = (
+        # The release controller: only where HAMi's allocations are never completed by a real plugin.
+        self.release_controller = (
             None
             if t.real_gpus
-            else LockReleaser(
+            else ReleaseController(
                 f"{name}-releaser",
-                LockReleaserArgs(
+                ReleaseControllerArgs(
                     tenant=t.name,
                     lab_name=args.lab_name,
                     network=args.network,
-                    image=args.releaser_image,
+                    image=args.release_controller_image,
                     server=f"https://{endpoint}",
                     provider=provider,
                     admin_kubeconfig=admin,
@@ -238,7 +238,7 @@ class GpuTenant(pulumi.ComponentResource):
                     workload=w,
                     provider=provider,
                     kubeconfig=admin,
-                    depends_on=[*self.hami.ready, *([self.releaser] if self.releaser else []), self.quota],
+                    depends_on=[*self.hami.ready, *filter(None, [self.release_controller]), self.quota],
                 ),
                 opts=child,
             )
@@ -250,6 +250,6 @@ class GpuTenant(pulumi.ComponentResource):
                 "kubeconfig": self.control_plane.kubeconfig,
                 "pools": self.pools,
                 "inventory": self.summary,
-                "releaser": self.releaser.metrics_url if self.releaser else None,
+                "releaseController": self.release_controller.metrics_url if self.release_controller else None,
             }
         )

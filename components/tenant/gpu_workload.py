@@ -1,4 +1,4 @@
-"""GpuWorkload: a Pod or Deployment asking HAMi for GPU slices, plus the BindRelease that awaits it."""
+"""GpuWorkload: a Pod or Deployment asking HAMi for GPU slices, plus the ReleaseWait that awaits it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pulumi_kubernetes as k8s
 from components.config.model import WorkloadConfig
 from components.config.names import FAIL_ON_PENDING_ANNOTATION, TENANT_LABEL, WORKLOAD_LABEL
 from components.gpu.hami_annotations import USE_GPU_TYPE
-from components.providers.bind_release import BindRelease
+from components.providers.release_wait import ReleaseWait
 
 
 def pod_spec(w: WorkloadConfig) -> dict[str, Any]:
@@ -27,7 +27,7 @@ def pod_spec(w: WorkloadConfig) -> dict[str, Any]:
 
 
 def pod_annotations(w: WorkloadConfig) -> dict[str, str]:
-    # HAMi does the waiting for the GPU; BindRelease bounds it with the workload's own timeout.
+    # HAMi does the waiting for the GPU; ReleaseWait bounds it with the workload's own timeout.
     annotations = {"pulumi.com/skipAwait": "true"}
     if w.card_type:
         annotations[USE_GPU_TYPE] = w.card_type
@@ -48,7 +48,7 @@ class GpuWorkloadArgs:
 class GpuWorkload(pulumi.ComponentResource):
     """Creates the workload in the tenant; `up` waits until HAMi has allocated each of its pods."""
 
-    release: BindRelease
+    release: ReleaseWait
 
     def __init__(self, name: str, args: GpuWorkloadArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:GpuWorkload", name, None, opts)
@@ -78,7 +78,7 @@ class GpuWorkload(pulumi.ComponentResource):
                 },
                 opts=on_tenant,
             )
-        self.release = BindRelease(
+        self.release = ReleaseWait(
             f"{name}-bind-release",
             kubeconfig=args.kubeconfig,
             namespace=w.namespace,

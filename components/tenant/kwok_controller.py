@@ -21,7 +21,7 @@ from components.config import versions
 from components.config.names import TENANT_LABEL, kwok_name, tokens_volume
 from components.ops.kube import cluster_ca, token_file_kubeconfig
 from components.ops.simulated_nodes import KWOK_RBAC_RULES, NODE_STAGES, kwok_args
-from components.tenant.lock_releaser import KUBECONFIG_PATH, RUN_AS, TOKEN_DIR
+from components.tenant.release_controller import KUBECONFIG_PATH, RUN_AS, TOKEN_DIR
 from components.tenant.service_account import scoped_kubeconfig
 
 SERVICE_ACCOUNT = "gpu-tenancy-kwok"
@@ -35,7 +35,7 @@ class KwokControllerArgs:
     tenant: str
     lab_name: str
     network: pulumi.Input[str]
-    # The keeper's image: the release controller's (ReleaserImage.ref).
+    # The keeper's image: the release controller's (ReleaseControllerImage.ref).
     keeper_image: pulumi.Input[str]
     # The tenant API server as the lab's Docker network reaches it.
     server: str

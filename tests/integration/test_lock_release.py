@@ -182,7 +182,7 @@ def test_unbound_pod_times_out_with_the_scheduler_reason(cluster):
 
 
 def test_the_wait_only_reads_and_says_who_did_not_finish(cluster, node):
-    """BindRelease's wait writes nothing (the controller is the one writer): a bound pod left
+    """ReleaseWait's wait writes nothing (the controller is the one writer): a bound pod left
     allocating is reported as such; one placed without HAMi is reported as escaping it."""
     core = cluster.core()
     stuck = bound_pod(core, node)

@@ -104,6 +104,8 @@ class Registration:
     provider: str
     read_id: str | None = None
     delete_before_replace: bool = False
+    # The types a resource was registered under before (Pulumi aliases), as the engine gets them.
+    alias_types: tuple[str, ...] = ()
 
 
 class ProgramMocks(pulumi.runtime.Mocks):
@@ -173,6 +175,7 @@ class Recorder(MockMonitor):
                 provider=request.provider,
                 read_id=read_id,
                 delete_before_replace=getattr(request, "deleteBeforeReplace", False) if not read_id else False,
+                alias_types=tuple(a.spec.type for a in request.aliases if a.spec.type) if not read_id else (),
             )
         )
 

@@ -227,7 +227,7 @@ def test_stack_outputs(rec):
     assert "secret" in out["managementKubeconfig"]
 
 
-def test_workloads_are_created_after_hami_with_their_bind_release(rec):
+def test_workloads_are_created_after_hami_with_their_release_wait(rec):
     d = rec.named("team-a-default-shared-a100-deployment")
     assert d.inputs["spec"]["replicas"] == 3
     tmpl = d.inputs["spec"]["template"]
@@ -244,7 +244,7 @@ def test_workloads_are_created_after_hami_with_their_bind_release(rec):
     assert "team-a-hami-release" in deps(rec, "team-a-hami-webhook-probe")
     assert provider_name(d) == "team-a-cp-k8s"
     br = rec.named("team-a-default-shared-a100-bind-release")
-    assert br.type == "pulumi-python:dynamic/gpu-tenancy:BindRelease"
+    assert br.type == "pulumi-python:dynamic/gpu-tenancy:ReleaseWait"
     assert "team-a-default-shared-a100-deployment" in deps(rec, "team-a-default-shared-a100-bind-release")
     assert br.inputs["selector"] == "gpu-tenancy/workload=shared-a100" and br.inputs["count"] == 3
     assert "secret" in br.inputs["kubeconfig"]
@@ -322,7 +322,7 @@ def test_release_controller_runs_with_the_lab_on_its_own_least_privilege_token(r
     ]
     renewal = rec.named(f"{team}-releaser-renewal-role").inputs
     assert renewal["rules"] == self_renewal_rules("gpu-tenancy-releaser")
-    assert rec.stack_outputs[team]["releaser"] == {
+    assert rec.stack_outputs[team]["releaseController"] == {
         "container": f"gpu-lab-{team}-releaser",
         "metrics": "http://172.30.0.9:9400/metrics",
     }
@@ -336,3 +336,20 @@ def test_registration_gate_waits_for_every_fake_card(rec):
     }
     assert "team-b-hami-release" in deps(rec, "team-b-hami-registration")
     assert "secret" in gate.inputs["kubeconfig"]
+
+
+# Renamed types, new -> previous: a stack made before a rename is kept through its alias.
+RENAMED = {
+    "gpu-tenancy:index:ControlPlane": "gpu-tenancy:index:Tenant",
+    "gpu-tenancy:index:ReleaseController": "gpu-tenancy:index:LockReleaser",
+    "gpu-tenancy:index:ReleaseControllerImage": "gpu-tenancy:index:ReleaserImage",
+    "pulumi-python:dynamic/gpu-tenancy:ReleaseWait": "pulumi-python:dynamic/gpu-tenancy:BindRelease",
+}
+
+
+@pytest.mark.parametrize("new, previous", RENAMED.items())
+def test_a_renamed_resource_keeps_its_previous_type_as_an_alias(rec, new, previous):
+    found = rec.of_type(new)
+    assert found, f"nothing registered as {new}"
+    assert all(previous in r.alias_types for r in found), [(r.name, r.alias_types) for r in found]
+    assert not rec.of_type(previous)

@@ -1,6 +1,6 @@
 """Worker pools in the program's resource graph under mocks: a kwok pool (simulated nodes kept by
 one KWOK per tenant on the lab's Docker network) and an external pool (the team's own machines,
-joined with the command the stack outputs, real cards, no fake inventory and no releaser)."""
+joined with the command the stack outputs, real cards, no fake inventory and no release controller)."""
 
 import copy
 import json
@@ -86,7 +86,7 @@ KWOK_CONTROLLER = "gpu-tenancy:index:KwokController"
 SIMULATED_NODES = "pulumi-python:dynamic/gpu-tenancy:SimulatedNodes"
 NODE_PATCH = "kubernetes:core/v1:NodePatch"
 NODE_GPU_CAPACITY = "pulumi-python:dynamic/gpu-tenancy:NodeGpuCapacity"
-LOCK_RELEASER = "gpu-tenancy:index:LockReleaser"
+RELEASE_CONTROLLER = "gpu-tenancy:index:ReleaseController"
 BOOTSTRAP_TOKEN = "pulumi-python:dynamic/gpu-tenancy:BootstrapToken"
 EXTERNAL_POOL = "gpu-tenancy:index:ExternalPool"
 
@@ -210,11 +210,11 @@ def test_docker_worker_labelled_with_its_pool(kwok):
     assert "team-a-worker-0-membership" in deps(kwok, "team-a-worker-0-labels")
 
 
-def test_kwok_tenant_keeps_its_releaser(kwok):
-    assert names(kwok, LOCK_RELEASER) == {"team-a-releaser", "team-b-releaser"}
+def test_kwok_tenant_keeps_its_release_controller(kwok):
+    assert names(kwok, RELEASE_CONTROLLER) == {"team-a-releaser", "team-b-releaser"}
     assert kwok.named("team-a-releaser-container").inputs["name"] == "gpu-lab-team-a-releaser"
     assert "team-a-releaser-container" in deps(kwok, "team-a-default-shared-a100-deployment")
-    assert kwok.stack_outputs["team-a"]["releaser"]["container"] == "gpu-lab-team-a-releaser"
+    assert kwok.stack_outputs["team-a"]["releaseController"]["container"] == "gpu-lab-team-a-releaser"
 
 
 def test_kwok_stack_outputs(kwok):
@@ -228,8 +228,8 @@ def test_kwok_stack_outputs(kwok):
 
 
 # -- (b) an external pool beside a docker pool -------------------------------------------------
-def test_real_gpu_tenant_has_no_fake_inventory_and_no_releaser(ext):
-    assert names(ext, LOCK_RELEASER) == {"team-b-releaser"}
+def test_real_gpu_tenant_has_no_fake_inventory_and_no_release_controller(ext):
+    assert names(ext, RELEASE_CONTROLLER) == {"team-b-releaser"}
     assert not [r for r in ext.registrations if r.name.startswith("team-a-releaser")]
     assert not [r for r in ext.of_type(NODE_PATCH) if r.name.startswith("team-a-gpus-")]
     assert not [r for r in ext.of_type(NODE_GPU_CAPACITY) if r.name.startswith("team-a-")]
@@ -237,7 +237,7 @@ def test_real_gpu_tenant_has_no_fake_inventory_and_no_releaser(ext):
     assert "team-b-releaser-container" in {r.name for r in ext.registrations}
     assert {r.name for r in ext.of_type(NODE_GPU_CAPACITY)} == {"team-b-gpus-gpu-lab-team-b-worker-0-capacity"}
     assert not ext.of_type(KWOK_CONTROLLER) and not ext.of_type(SIMULATED_NODES)
-    assert ext.stack_outputs["team-a"]["releaser"] is None
+    assert ext.stack_outputs["team-a"]["releaseController"] is None
     assert "team-a-releaser-container" not in deps(ext, "team-a-default-shared-a100-deployment")
     assert {"team-a-hami-webhook-probe", "team-a-hami-registration", "team-a-quota-default"} <= deps(
         ext, "team-a-default-shared-a100-deployment"

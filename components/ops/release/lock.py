@@ -5,7 +5,7 @@ node keeps `hami.io/mutex.lock` and every later GPU pod on it waits for the lock
 module does what the real plugin does, and only that: on nodes labelled as mock-GPU nodes, it
 releases a lock only while the lock's value names the pod, and leaves malformed or foreign
 locks alone. The release controller (every GPU pod, watched) is the one writer: it calls
-`release_pod`. The BindRelease provider only reads: `wait_for_pods` waits for the stack's own
+`release_pod`. The ReleaseWait provider only reads: `wait_for_pods` waits for the stack's own
 workloads to be bound and released, and says why when they are not.
 """
 

@@ -1,4 +1,4 @@
-"""Tenant-level test program: the project's GpuWorkload (a Pod and its BindRelease) on an adopted
+"""Tenant-level test program: the project's GpuWorkload (a Pod and its ReleaseWait) on an adopted
 cluster given by the secret config `kubeconfig`; the workload comes from config `workload`."""
 
 import pulumi

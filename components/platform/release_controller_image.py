@@ -1,4 +1,4 @@
-"""ReleaserImage: the release controller's container image, built on the lab host.
+"""ReleaseControllerImage: the release controller's container image, built on the lab host.
 
 Built from components/ops/release/Dockerfile with the project root as context (.dockerignore lets in
 only the ops, gpu and names modules), never pushed: the lab's containers run it from the local
@@ -18,18 +18,24 @@ IMAGE_NAME = "gpu-tenancy/release-controller:local"
 DOCKERFILE = "components/ops/release/Dockerfile"
 
 
+TYPE = "gpu-tenancy:index:ReleaseControllerImage"
+PREVIOUS_TYPE = "gpu-tenancy:index:ReleaserImage"
+
+
 @dataclass
-class ReleaserImageArgs:
+class ReleaseControllerImageArgs:
     base_image: str = versions.RELEASER_BASE_IMAGE
 
 
-class ReleaserImage(pulumi.ComponentResource):
+class ReleaseControllerImage(pulumi.ComponentResource):
     """`ref` is the built image's id: a rebuild changes it, and the containers follow."""
 
     ref: pulumi.Output[str]
 
-    def __init__(self, name: str, args: ReleaserImageArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("gpu-tenancy:index:ReleaserImage", name, None, opts)
+    def __init__(self, name: str, args: ReleaseControllerImageArgs, opts: pulumi.ResourceOptions | None = None):
+        # Stacks made before the rename hold it as ReleaserImage: the alias keeps them (no replace).
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=[pulumi.Alias(type_=PREVIOUS_TYPE)]))
+        super().__init__(TYPE, name, None, opts)
         self.image = docker.Image(
             f"{name}-image",
             image_name=IMAGE_NAME,

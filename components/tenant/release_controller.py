@@ -1,6 +1,6 @@
-"""LockReleaser: the tenant's release controller, running with the lab.
+"""ReleaseController: the tenant's release controller, running with the lab.
 
-A container on the lab's Docker network (from ReleaserImage), restarted by Docker if it dies
+A container on the lab's Docker network (from ReleaseControllerImage), restarted by Docker if it dies
 (the controller exits once it has been unhealthy for a while, so a stuck one is restarted too),
 removed on destroy. It authenticates as its own ServiceAccount, limited to what the controller
 does (release.policy.RBAC_RULES), and two admission policies narrow its writes to removing
@@ -9,7 +9,7 @@ reaches the container only as an uploaded file, from a Pulumi secret: never on a
 an environment variable or the host's disk. The token is bound and expiring; the controller
 renews it itself and keeps it in a Docker volume (TOKEN_DIR), so a replaced container goes on
 with it. Logs: `docker logs <lab>-<tenant>-releaser`;
-metrics and health on port 9400 of the container's address (the `releaser` stack output).
+metrics and health on port 9400 of the container's address (the `releaseController` stack output).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pulumi
 import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
-from components.config.names import TENANT_LABEL, releaser_name, tokens_volume
+from components.config.names import TENANT_LABEL, release_controller_container, tokens_volume
 from components.ops.release import policy as release_policy
 from components.ops.release.daemon import DEFAULT_PORT
 from components.ops.release.policy import RBAC_RULES
@@ -34,8 +34,12 @@ TOKEN_DIR = "/var/lib/gpu-tenancy"
 RUN_AS = "65534"
 
 
+TYPE = "gpu-tenancy:index:ReleaseController"
+PREVIOUS_TYPE = "gpu-tenancy:index:LockReleaser"
+
+
 @dataclass
-class LockReleaserArgs:
+class ReleaseControllerArgs:
     tenant: str
     lab_name: str
     network: pulumi.Input[str]
@@ -47,12 +51,14 @@ class LockReleaserArgs:
     admin_kubeconfig: pulumi.Input[str]
 
 
-class LockReleaser(pulumi.ComponentResource):
+class ReleaseController(pulumi.ComponentResource):
     container: docker.Container
     metrics_url: pulumi.Output[str]
 
-    def __init__(self, name: str, args: LockReleaserArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("gpu-tenancy:index:LockReleaser", name, None, opts)
+    def __init__(self, name: str, args: ReleaseControllerArgs, opts: pulumi.ResourceOptions | None = None):
+        # Stacks made before the rename hold it as LockReleaser: the alias keeps them (no replace).
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=[pulumi.Alias(type_=PREVIOUS_TYPE)]))
+        super().__init__(TYPE, name, None, opts)
         kubeconfig = scoped_kubeconfig(
             name,
             account=SERVICE_ACCOUNT,
@@ -80,7 +86,7 @@ class LockReleaser(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions.merge(on_tenant, pulumi.ResourceOptions(depends_on=[policy])),
                 )
             )
-        container_name = releaser_name(args.lab_name, args.tenant)
+        container_name = release_controller_container(args.lab_name, args.tenant)
         self.tokens = docker.Volume(
             f"{name}-tokens",
             name=tokens_volume(container_name),

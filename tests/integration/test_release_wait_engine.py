@@ -1,4 +1,4 @@
-"""BindRelease (dynamic provider) under the real engine against the real kube-apiserver: the
+"""ReleaseWait (dynamic provider) under the real engine against the real kube-apiserver: the
 workload's pod is bound by a stand-in for HAMi's Bind (hami_stand_in), the release controller
 releases it (the one writer), and the provider, run by the engine's Python dynamic-provider
 host, waits for that and reports it; a pod nobody releases fails the update saying so."""
@@ -16,6 +16,7 @@ import pytest
 from components.gpu import hami_annotations as ha
 from components.ops.kube import core_api
 from components.ops.release import controller as rc
+from components.providers import release_wait as rw
 from tests.support.cluster import TOKEN, add_node
 from tests.support.hami_stand_in import SCHEDULER_SAYS, hami_bind, mark_unschedulable, wait_for_pod
 
@@ -73,7 +74,7 @@ def test_up_waits_for_the_release_and_a_second_up_changes_nothing(pulumi_cli, cl
     binder.start()
     up = pulumi_cli("up", "--yes", "--skip-preview", cwd=work)
     binder.join()
-    assert "pulumi-python:dynamic/gpu-tenancy:BindRelease" in up.stdout
+    assert "pulumi-python:dynamic/gpu-tenancy:ReleaseWait" in up.stdout
     pod = core.read_namespaced_pod("trainer", "default")
     assert pod.metadata.annotations[ha.BIND_PHASE] == ha.PHASE_SUCCESS
     assert ha.NODE_LOCK not in (core.read_node(node).metadata.annotations or {})
@@ -86,6 +87,18 @@ def test_up_waits_for_the_release_and_a_second_up_changes_nothing(pulumi_cli, cl
     pulumi_cli("preview", "--expect-no-changes", cwd=work)
     again = pulumi_cli("up", "--yes", "--skip-preview", cwd=work)
     assert "updated" not in again.stdout and "created" not in again.stdout, again.stdout
+
+    # A stack made before the rename (BindRelease) is the same state under the old type: its alias
+    # keeps it, no replace; a type the code does not alias would be replaced (the check can fail).
+    new_type, old_type = "pulumi-python:dynamic/gpu-tenancy:ReleaseWait", rw.PREVIOUS_TYPE
+    for typ, kept in ((old_type, True), ("pulumi-python:dynamic/gpu-tenancy:Unaliased", False)):
+        (work / "state.json").write_text(state.replace(new_type, typ))
+        pulumi_cli("stack", "import", "--file", "state.json", cwd=work)
+        preview = pulumi_cli("preview", "--expect-no-changes", "--diff", cwd=work, check=False)
+        assert (preview.returncode == 0) is kept, preview.stdout
+    (work / "state.json").write_text(state)
+    pulumi_cli("stack", "import", "--file", "state.json", cwd=work)
+    (work / "state.json").unlink()
 
 
 def test_pod_that_stays_pending_fails_the_up_with_the_scheduler_reason(pulumi_cli, cluster, stack):
@@ -153,7 +166,7 @@ def test_allocation_marked_failed_fails_the_up_with_the_node(pulumi_cli, cluster
 
 
 def test_a_pod_nobody_releases_fails_the_up_and_bindrelease_writes_nothing(pulumi_cli, cluster, stack):
-    """No release controller runs: BindRelease does not release the pod itself (one writer)."""
+    """No release controller runs: ReleaseWait does not release the pod itself (one writer)."""
     work, node = stack
     set_workload(pulumi_cli, work, name="orphan", waitSeconds=5)
     core = cluster.core()

@@ -1,4 +1,4 @@
-"""BindRelease: a Python dynamic provider that waits for HAMi's allocation of a workload.
+"""ReleaseWait: a Python dynamic provider that waits for HAMi's allocation of a workload.
 
 For each pod of the workload it waits until HAMi has bound it and the allocation is finished
 (bind-phase success: the tenant's release controller on fake cards, the device plugin on real
@@ -23,6 +23,8 @@ from components.ops.release import lock
 from components.providers.base import Provider, ProviderResource
 
 WAIT_INPUTS = ("namespace", "pod_names", "selector", "count", "workload_uid")
+# Stacks made before the rename hold the resource under this type: the alias keeps them.
+PREVIOUS_TYPE = "pulumi-python:dynamic/gpu-tenancy:BindRelease"
 
 
 class PendingPodsError(Exception):
@@ -60,7 +62,7 @@ def _run(props: dict[str, Any]) -> dict[str, Any]:
     return {**props, "pods": pods, "pending": len(pending)}
 
 
-class BindReleaseProvider(Provider):
+class ReleaseWaitProvider(Provider):
     REPLACES = ("namespace", "workload", "workload_uid")
     UPDATES = (*WAIT_INPUTS, "kubeconfig", "timeout_seconds", "fail_on_pending")
     OUTPUTS = ("pods", "pending")
@@ -77,7 +79,7 @@ class BindReleaseProvider(Provider):
         return None
 
 
-class BindRelease(ProviderResource, module="gpu-tenancy", name="BindRelease"):
+class ReleaseWait(ProviderResource, module="gpu-tenancy", name="ReleaseWait"):
     """Waits until HAMi has bound and finished allocating each pod of one workload."""
 
     pods: pulumi.Output[list[dict[str, Any]]]
@@ -99,7 +101,7 @@ class BindRelease(ProviderResource, module="gpu-tenancy", name="BindRelease"):
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(
-            BindReleaseProvider(),
+            ReleaseWaitProvider(),
             name,
             {
                 "kubeconfig": kubeconfig,
@@ -112,5 +114,5 @@ class BindRelease(ProviderResource, module="gpu-tenancy", name="BindRelease"):
                 "timeout_seconds": timeout_seconds,
                 "fail_on_pending": fail_on_pending,
             },
-            opts,
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=[pulumi.Alias(type_=PREVIOUS_TYPE)])),
         )
