@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: `pulumi up` of the dev stack on a local file backend and the local Docker engine.
-# Checks for a Docker engine first (nothing slow happens without one), sets up .venv, logs in to
+# Refuses a passphrase variable set but empty, checks for a Docker engine (nothing slow happens
+# without one), sets up .venv, logs in to
 # a file backend under .pulumi-state/, creates the dev stack on first use, then runs the update.
 # Secrets in the state are encrypted with a passphrase kept in .pulumi-passphrase (made once,
 # random, mode 0600, git-ignored) unless PULUMI_CONFIG_PASSPHRASE(_FILE) is set. Uses the pulumi
@@ -8,6 +9,14 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
+for var in PULUMI_CONFIG_PASSPHRASE PULUMI_CONFIG_PASSPHRASE_FILE; do
+  # Set but empty: Pulumi would take the empty value (secrets under an empty passphrase).
+  if [ -n "${!var+set}" ] && [ -z "${!var}" ]; then
+    echo "error: $var is set but empty; unset it (the script then keeps a random passphrase in" \
+      ".pulumi-passphrase) or give it a value" >&2
+    exit 1
+  fi
+done
 if ! docker info >/dev/null 2>&1; then
   echo "error: no Docker engine answers (docker info failed); the dev stack runs its clusters in Docker" >&2
   exit 1

@@ -25,6 +25,9 @@ from components.gpu.catalog import MOCK_PLUGIN_MAX_MB_PER_NODE
 from components.gpu.requests import RequestError
 from components.gpu.rules import judge, pod_violations
 
+# kube-apiserver refuses a --service-cluster-ip-range with more than 20 host bits (IPv4).
+SERVICE_CIDR_MIN_PREFIX = 12
+
 
 def tenant_checks(t: TenantConfig, i: int, cluster: ClusterConfig | None, c: Collector) -> None:
     """What spans the fields of one tenant: its cards, quota, networks, names and workloads."""
@@ -49,6 +52,12 @@ def tenant_checks(t: TenantConfig, i: int, cluster: ClusterConfig | None, c: Col
     svc_net = ipaddress.IPv4Network(t.service_cidr)
     if svc_net.num_addresses < 16:
         fail(f"{path}.serviceCidr", f"{t.service_cidr} is too small: it must hold the DNS service IP (.10)")
+    elif svc_net.prefixlen < SERVICE_CIDR_MIN_PREFIX:
+        fail(
+            f"{path}.serviceCidr",
+            f"{t.service_cidr} is too large: kube-apiserver takes a service range of at most "
+            f"/{SERVICE_CIDR_MIN_PREFIX} (2^{32 - SERVICE_CIDR_MIN_PREFIX} addresses); use e.g. 10.96.0.0/16",
+        )
     _pool_checks(t, path, fail)
     # kube-controller-manager gives every Node object a /24, simulated ones included.
     node_objects = sum(p.nodes for p in t.pools)

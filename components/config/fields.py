@@ -25,7 +25,16 @@ from components.gpu.catalog import GPU_MODELS, GpuModel
 NODE_PORT_RANGE = range(30000, 32768)
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DURATION = re.compile(r"^([0-9]+(ms|s|m|h))+$")
+_DURATION_PART = re.compile(r"([0-9]+)(ms|s|m|h)")
+_DURATION_NS = {"ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+GO_DURATION_MAX_NS = 2**63 - 1  # Go's time.Duration is an int64 of nanoseconds (about 2562047 h)
+# A container image reference as Docker parses it (distribution/reference): [domain[:port]/]path[:tag][@digest].
+_DOMAIN = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?))*(?::[0-9]+)?"
+_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_REF = re.compile(
+    rf"^(?:{_DOMAIN}/)?{_PATH}(?:/{_PATH})*(?::[\w][\w.-]{{0,127}})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
+)
 STACK_REF = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _UNITS = re.compile(r"\s*[0-9.]+\s*[KMGTkmgt]i?[Bb]?\s*")
 
@@ -62,6 +71,22 @@ def string(pattern: re.Pattern[str] | None, what: str, max_len: int = 253) -> An
         return value
 
     return Annotated[str, BeforeValidator(check), Field(min_length=1, max_length=max_len)]
+
+
+def go_duration(what: str) -> Any:
+    """A Go duration (`30s`, `5m`, `1h30m`) the program passes to a Go flag: positive, and within
+    Go's time.Duration, which a larger value overflows (the flag parse then fails at start)."""
+
+    def check(value: object) -> str:
+        parts = _DURATION_PART.findall(value) if isinstance(value, str) else []
+        if not parts or "".join(n + u for n, u in parts) != value:
+            raise invalid(f"must be {what}, a Go duration like 30s, 5m or 1h30m, got {value!r}")
+        ns = sum(int(n) * _DURATION_NS[u] for n, u in parts)
+        if not 0 < ns <= GO_DURATION_MAX_NS:
+            raise invalid(f"must be more than 0 and at most {GO_DURATION_MAX_NS // _DURATION_NS['h']}h, got {value!r}")
+        return value
+
+    return Annotated[str, BeforeValidator(check), Field(min_length=2, max_length=32)]
 
 
 def choice(allowed: Sequence[str], message: Callable[[object], str] | None = None) -> Any:

@@ -62,17 +62,38 @@ def _tenants(project: str, raw: object, cluster: ClusterConfig | None, c: Collec
         if len(c.problems) == before:
             clean.append((i, t))
     unique(c, [(f"tenants[{i}]", t.name, t.api_port, t.konnectivity_port) for i, t in found], "tenant")
-    if cluster is not None and len({t.name for _, t in found}) == len(found):
-        owner: dict[str, str] = {}
-        for i, t in clean:
-            for j, pool in enumerate(t.pools):
-                where = f"tenants[{i}].pools[{j}]"
-                for node in t.node_names(cluster.name, pool):
-                    if node in owner and owner[node] != where:
-                        c.fail(f"{where}.name", f"node name {node!r} is also made by {owner[node]}; rename a pool")
-                        break
-                    owner[node] = where
+    if len({t.name for _, t in found}) == len(found):
+        _unique_made_names(clean, cluster.name if cluster else "", c)
     return [t for _, t in found]
+
+
+def _subnet_room(cluster: ClusterConfig, tenants: list[TenantConfig], c: Collector) -> None:
+    """Docker gives each container of the lab an address of `cluster.subnet`: besides its network
+    and broadcast addresses, the gateway and the management cluster, one per container."""
+    net = ipaddress.IPv4Network(cluster.subnet)
+    free = max(0, net.num_addresses - 4)
+    wanted = sum(t.lab_containers for t in tenants)
+    if wanted > free:
+        need = 32 - (wanted + 4 - 1).bit_length()
+        c.fail(
+            "cluster.subnet",
+            f"{cluster.subnet} has {free} address(es) for containers after the gateway and the management "
+            f"cluster; the tenants run {wanted} (workers, release controllers, KWOK); use a /{need} or larger",
+        )
+
+
+def _unique_made_names(tenants: list[tuple[int, TenantConfig]], lab: str, c: Collector) -> None:
+    """Every name the stack derives (containers, Nodes, workload resources) made once: else the
+    second create fails at apply, or two resources share a URN."""
+    owner: dict[tuple[str, str], str] = {}
+    failed: set[str] = set()
+    for i, t in tenants:
+        for what, name, key in t.made_names(lab):
+            where = f"tenants[{i}].{key}"
+            mine = owner.setdefault((what, name), where)
+            if mine != where and where not in failed:
+                c.fail(where, f"{what} name {name!r} is also made by {mine}; rename one of them")
+                failed.add(where)
 
 
 def load_tenants(project: str, raw: object, cluster: Mapping[str, object] | None = None) -> list[TenantConfig]:
@@ -135,6 +156,8 @@ def load_stack_config(
             c.fail("tenants", "a platform stack has no tenants: each team stack creates its own")
     elif role in ROLES:
         tenants = _tenants(project, raw_tenants, cluster, c)
+    if cluster is not None and tenants:
+        _subnet_room(cluster, tenants, c)
     teams = _teams(project, raw.get("teams"), role, c)
     if c.problems:
         raise ConfigError(c.problems)

@@ -19,7 +19,7 @@ from components.config import versions
 from components.config.fields import (
     DNS_1035,
     DNS_1123,
-    DURATION,
+    IMAGE_REF,
     Address,
     Bool,
     DnsLabel,
@@ -29,12 +29,13 @@ from components.config.fields import (
     Section,
     Strings,
     choice,
+    go_duration,
     integer,
     list_of,
     section,
     string,
 )
-from components.config.names import worker_name
+from components.config.names import kwok_name, release_controller_container, worker_name, workload_resource
 from components.gpu.catalog import GPU_MODELS, GpuModel
 from components.gpu.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM
 from components.gpu.requests import INT32_MAX, Demand, GpuRequest, PodRequest, Quota, pod_request
@@ -77,6 +78,13 @@ ROLES = (ROLE_LAB, ROLE_PLATFORM, ROLE_TEAM)
 
 
 # -- the sections -----------------------------------------------------------------------------
+# A worker's join waits up to this long for its containerd, then kubeadm up to its default TLS
+# bootstrap timeout (v1beta4 `timeouts.tlsBootstrap`): its token must outlive both, with margin.
+CONTAINERD_WAIT_SECONDS = 120
+KUBEADM_TLS_BOOTSTRAP_SECONDS = 300
+MIN_BOOTSTRAP_TOKEN_MINUTES = -(-(CONTAINERD_WAIT_SECONDS + KUBEADM_TLS_BOOTSTRAP_SECONDS) // 60) + 3
+
+
 class ClusterConfig(Section):
     """The management cluster: a k3s container on a Docker network, or an adopted kubeconfig."""
 
@@ -89,12 +97,23 @@ class ClusterConfig(Section):
     name: string(DNS_1035, f"a DNS-1035 label of at most {MAX_CLUSTER_NAME} characters", MAX_CLUSTER_NAME) = Field(
         "gpu-lab", description="prefix of every Docker name (network, containers, volumes)"
     )
-    subnet: Network = Field("172.30.0.0/24", description="the Docker network's IPv4 subnet")
+    subnet: Network = Field(
+        "172.30.0.0/24",
+        description="the Docker network's IPv4 subnet: room for the gateway, the management cluster and every "
+        "container of the tenants",
+    )
     management_ip: Address = Field(
         "172.30.0.2", alias="managementIp", description="NodePort address of the management cluster, inside subnet"
     )
-    bootstrap_token_minutes: integer(1, 1440, " min") = Field(
-        15, description="lifetime of a worker's bootstrap token; each is revoked as soon as its join is done"
+    bootstrap_token_minutes: integer(
+        MIN_BOOTSTRAP_TOKEN_MINUTES,
+        1440,
+        f" min (a join alone may take {CONTAINERD_WAIT_SECONDS} s for containerd and kubeadm's "
+        f"{KUBEADM_TLS_BOOTSTRAP_SECONDS} s TLS bootstrap)",
+    ) = Field(
+        15,
+        description=f"lifetime of a worker's bootstrap token (at least {MIN_BOOTSTRAP_TOKEN_MINUTES}: it must "
+        "outlive the join's waits); each is revoked as soon as its join is done",
     )
 
 
@@ -104,7 +123,7 @@ NODE_POLICIES = ("binpack", "spread")
 class HamiConfig(Section):
     """HAMi's scheduler as the stack runs it; the defaults were chosen by bench/hami_fleet.py."""
 
-    node_lock_timeout: string(DURATION, "a Go duration like 30s or 5m", 32) = Field(
+    node_lock_timeout: go_duration("HAMi's node lock timeout") = Field(
         "5m", description="passed as the scheduler's --node-lock-timeout, the only setting that takes effect"
     )
     kube_qps: integer(1, 1000, " requests/s") = Field(
@@ -148,7 +167,9 @@ class WorkloadConfig(Section):
         description="the Pod's or Deployment's name"
     )
     kind: choice(WORKLOAD_KINDS) = Field("Pod", description="Pod or Deployment")
-    image: string(None, "a container image") = Field(description="container image")
+    image: string(IMAGE_REF, "an image reference like busybox:1.36 or registry.example.com/team/app", 255) = Field(
+        description="container image"
+    )
     command: Strings = Field((), description="container command")
     replicas: integer(1, MAX_REPLICAS) = Field(1, description="Deployment replicas (a Pod has one)")
     namespace: DnsLabel = Field("default", description="tenant namespace (not a reserved one)")
@@ -235,7 +256,7 @@ class TenantConfig(Section):
         None, description="NodePort of its Konnectivity server (unique; default 31132 + the tenant's index)"
     )
     pod_cidr: Network = Field("10.244.0.0/16", description="tenant pod network, a /24 per node")
-    service_cidr: Network = Field("10.96.0.0/16", description="tenant service network")
+    service_cidr: Network = Field("10.96.0.0/16", description="tenant service network, /12 or smaller")
     workloads: Annotated[tuple[WorkloadConfig, ...], BeforeValidator(list_of("workloads"))] = Field(
         (), description="GPU workloads the stack creates in the tenant"
     )
@@ -275,6 +296,30 @@ class TenantConfig(Section):
         return (
             [] if pool.mode == POOL_EXTERNAL else [worker_name(lab, self.name, pool.name, i) for i in range(pool.nodes)]
         )
+
+    def made_names(self, lab: str) -> list[tuple[str, str, str]]:
+        """(what, name, key) for every name this stack derives from the tenant's config that must
+        be unique in the stack: Docker containers, Nodes, workload resources. Names join config
+        values with '-', so two configs can derive the same one (`a-b`/`c` and `a`/`b-c`)."""
+        made: list[tuple[str, str, str]] = []
+        for j, pool in enumerate(self.pools):
+            for n in self.node_names(lab, pool):
+                made.append(("node", n, f"pools[{j}].name"))
+                if pool.mode == POOL_DOCKER:
+                    made.append(("Docker container", n, f"pools[{j}].name"))
+        if not self.real_gpus:
+            made.append(("Docker container", release_controller_container(lab, self.name), "name"))
+        if self.pools_of(POOL_KWOK):
+            kwok = kwok_name(lab, self.name)
+            made += [("Docker container", kwok, "name"), ("Docker container", f"{kwok}-token-keeper", "name")]
+        for j, w in enumerate(self.workloads):
+            made.append(("workload", workload_resource(self.name, w.namespace, w.name), f"workloads[{j}].name"))
+        return made
+
+    @property
+    def lab_containers(self) -> int:
+        """Containers the tenant runs on the lab's Docker network, each taking one of its addresses."""
+        return sum(what == "Docker container" for what, _, _ in self.made_names(""))
 
     @property
     def fleet(self) -> Fleet:

@@ -16,6 +16,11 @@ def release_controller_container(lab: str, tenant: str) -> str:
     return f"{lab}-{tenant}-releaser"
 
 
+def workload_resource(tenant: str, namespace: str, name: str) -> str:
+    """Pulumi name of a declared workload's component; the config checks it is unique in the stack."""
+    return f"{tenant}-{namespace}-{name}"
+
+
 def kwok_name(lab: str, tenant: str) -> str:
     """Docker name of a tenant's KWOK container (its token keeper: `<name>-token-keeper`)."""
     return f"{lab}-{tenant}-kwok"

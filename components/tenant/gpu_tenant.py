@@ -15,7 +15,7 @@ from components.config.model import (
     HamiConfig,
     TenantConfig,
 )
-from components.config.names import pool_labels
+from components.config.names import pool_labels, workload_resource
 from components.gpu.inventory import node_devices
 from components.gpu.requests import Demand, total_usage
 from components.ops.bootstrap import kubeconfig_ca_hash
@@ -232,7 +232,7 @@ class GpuTenant(pulumi.ComponentResource):
         )
         self.workloads = [
             GpuWorkload(
-                f"{name}-{w.namespace}-{w.name}",
+                workload_resource(name, w.namespace, w.name),
                 GpuWorkloadArgs(
                     tenant=t.name,
                     workload=w,

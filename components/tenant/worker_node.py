@@ -20,17 +20,20 @@ import pulumi_command as command
 import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
+from components.config.model import CONTAINERD_WAIT_SECONDS
 from components.ops.bootstrap import BOOTSTRAP_GROUP, join_configuration, token_id
 from components.providers.bootstrap_token import BootstrapToken
 from components.providers.node_membership import NodeMembership
 
 # Waits for the node's systemd and containerd, joins with the JoinConfiguration read from stdin
 # (kept in the container's tmpfs only while kubeadm runs), then prints the container's machine ID.
-JOIN = """set -eu
+JOIN = f"""set -eu
 i=0
 until docker exec "$NODE" systemctl is-active --quiet containerd; do
   i=$((i + 1))
-  if [ "$i" -ge 60 ]; then echo "containerd in $NODE did not start within 120 s" >&2; exit 1; fi
+  if [ "$i" -ge {CONTAINERD_WAIT_SECONDS // 2} ]; then
+    echo "containerd in $NODE did not start within {CONTAINERD_WAIT_SECONDS} s" >&2; exit 1
+  fi
   sleep 2
 done
 docker exec -i "$NODE" sh -c 'umask 077; f=/run/gpu-tenancy-join.yaml; cat > "$f"; rc=0

@@ -78,7 +78,39 @@ BAD = [
     ("tenants.0.pools.0.joinTokenHours", 25, "gpu-tenancy:tenants[0].pools[0].joinTokenHours", "must be 1-24"),
     ("tenants.0.pools.0.name", "Workers", "gpu-tenancy:tenants[0].pools[0].name", "DNS-1035"),
     ("tenants.0.workers", 2, "gpu-tenancy:tenants[0].workers", "is replaced by pools"),
+    # Values that used to pass validation and break at apply.
+    ("tenants.0.serviceCidr", "100.0.0.0/8", "gpu-tenancy:tenants[0].serviceCidr", "at most /12"),
+    ("tenants.0.serviceCidr", "10.96.0.0/11", "gpu-tenancy:tenants[0].serviceCidr", "at most /12"),
+    ("hami.nodeLockTimeout", "9999999999999h", "gpu-tenancy:hami.nodeLockTimeout", "at most 2562047h"),
+    ("hami.nodeLockTimeout", "2562048h", "gpu-tenancy:hami.nodeLockTimeout", "at most 2562047h"),
+    ("hami.nodeLockTimeout", "0s", "gpu-tenancy:hami.nodeLockTimeout", "more than 0"),
+    ("hami.nodeLockTimeout", "5m ", "gpu-tenancy:hami.nodeLockTimeout", "Go duration"),
+    ("hami.nodeLockTimeout", "1.5h", "gpu-tenancy:hami.nodeLockTimeout", "Go duration"),
+    ("cluster.subnet", "172.30.0.0/30", "gpu-tenancy:cluster.subnet", "the tenants run 4 (workers, release"),
+    ("cluster.subnet", "172.30.0.0/30", "gpu-tenancy:cluster.subnet", "use a /29 or larger"),
+    ("cluster.bootstrapTokenMinutes", 1, "gpu-tenancy:cluster.bootstrapTokenMinutes", "must be 10-1440 min"),
+    ("cluster.bootstrapTokenMinutes", 9, "gpu-tenancy:cluster.bootstrapTokenMinutes", "120 s for containerd"),
+    ("tenants.0.workloads.0.image", " busybox", "gpu-tenancy:tenants[0].workloads[0].image", "an image reference"),
+    ("tenants.0.workloads.0.image", "busybox:1.36 ", "gpu-tenancy:tenants[0].workloads[0].image", "image reference"),
+    ("tenants.0.workloads.0.image", "Busybox", "gpu-tenancy:tenants[0].workloads[0].image", "an image reference"),
+    ("tenants.0.workloads.0.image", "busybox:", "gpu-tenancy:tenants[0].workloads[0].image", "an image reference"),
+    ("tenants.0.workloads.0.image", "a b", "gpu-tenancy:tenants[0].workloads[0].image", "an image reference"),
 ]
+
+GOOD = [
+    ("cluster.subnet", "172.30.0.0/29"),  # 4 addresses for the dev stack's 4 containers
+    ("hami.nodeLockTimeout", "2562047h"),
+    ("hami.nodeLockTimeout", "1h30m"),
+    ("cluster.bootstrapTokenMinutes", 10),
+    ("tenants.0.serviceCidr", "10.96.0.0/12"),
+    ("tenants.0.workloads.0.image", "registry.example.com:5000/team/app@sha256:" + "a" * 64),
+    ("tenants.0.workloads.0.image", "busybox"),
+]
+
+
+@pytest.mark.parametrize(("path", "value"), GOOD, ids=[g[0] + "=" + str(g[1])[:30] for g in GOOD])
+def test_edge_values_that_work_at_apply_pass(path, value):
+    load_stack_config("gpu-tenancy", raw(mutate(path, value)))
 
 
 @pytest.mark.parametrize(("path", "value", "key", "text"), BAD, ids=[b[0] + "=" + str(b[1]) for b in BAD])
@@ -318,3 +350,36 @@ def test_a_stack_file_is_read_as_up_reads_its_config(tmp_path):
         load_stack_file(adopted)
     adopted.write_text(yaml.safe_dump({"config": {**body, "gpu-tenancy:kubeconfig": {"secure": "v1:abc"}}}))
     assert load_stack_file(adopted).cluster.mode == "kubeconfig"
+
+
+def two_workloads(first: tuple[str, str], second: tuple[str, str]) -> dict:
+    """The dev config with team-a's workload as two, in the (namespace, name)s given."""
+    config = copy.deepcopy(DEV)
+    team_a = config["gpu-tenancy:tenants"][0]
+    base = {**team_a["workloads"][0], "replicas": 1, "gpumemMb": 8000, "gpucoresPercent": 25}
+    team_a["workloads"] = [{**base, "namespace": ns, "name": name} for ns, name in (first, second)]
+    return config
+
+
+@pytest.mark.parametrize(("first", "second"), [(("a-b", "c"), ("a", "b-c")), (("ml", "x-y"), ("ml-x", "y"))])
+def test_workloads_that_derive_one_resource_name_give_one_error(first, second):
+    with pytest.raises(ConfigError) as err:
+        load_stack_config("gpu-tenancy", raw(two_workloads(first, second)))
+    ((key, msg),) = err.value.problems
+    assert key == "gpu-tenancy:tenants[0].workloads[1].name"
+    assert f"workload name 'team-a-{first[0]}-{first[1]}' is also made by tenants[0].workloads[0].name" in msg
+
+
+def test_workload_names_stay_unique_across_tenants():
+    # tenant team-a's workload b-x/y and tenant team-a-b's x/y are both 'team-a-b-x-y'.
+    config = two_workloads(("b-x", "y"), ("ml", "z"))
+    other = copy.deepcopy(config["gpu-tenancy:tenants"][1])
+    other.update(name="team-a-b", apiPort=31445, konnectivityPort=31134, podCidr="10.246.0.0/16")
+    other["serviceCidr"] = "10.98.0.0/16"
+    other["workloads"] = [{**other["workloads"][0], "namespace": "x", "name": "y"}]
+    config["gpu-tenancy:tenants"].append(other)
+    with pytest.raises(ConfigError) as err:
+        load_stack_config("gpu-tenancy", raw(config))
+    ((key, msg),) = err.value.problems
+    assert key == "gpu-tenancy:tenants[2].workloads[0].name"
+    assert "'team-a-b-x-y' is also made by tenants[0].workloads[0].name" in msg

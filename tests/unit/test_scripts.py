@@ -8,10 +8,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_up_dev_without_docker_fails_fast_with_the_docker_message(tmp_path):
+def fresh_clone(tmp_path: Path) -> tuple[Path, dict[str, str], Path]:
+    """A fresh clone (no .venv, no built tools, no passphrase yet) and a PATH whose docker has no
+    engine and whose slow tools only record that they ran."""
     fake = tmp_path / "bin"
     fake.mkdir()
     docker = fake / "docker"
@@ -25,17 +29,35 @@ def test_up_dev_without_docker_fails_fast_with_the_docker_message(tmp_path):
     env = {**os.environ, "PATH": f"{fake}:/usr/bin:/bin"}
     env.pop("PULUMI_CONFIG_PASSPHRASE", None)
     env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
-    # a fresh clone: no .venv, no built tools, no passphrase yet
     clone = tmp_path / "clone"
     for rel in ("scripts", "tools", "requirements.txt", "policy/requirements.txt", "components/ops/requirements.txt"):
         src, dst = ROOT / rel, clone / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(src, dst) if src.is_dir() else shutil.copy(src, dst)
+    return clone, env, marker
+
+
+CLONED = ["components", "policy", "requirements.txt", "scripts", "tools"]
+
+
+def test_up_dev_without_docker_fails_fast_with_the_docker_message(tmp_path):
+    clone, env, marker = fresh_clone(tmp_path)
     proc = subprocess.run(["bash", "scripts/up-dev.sh"], cwd=clone, env=env, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 1
     assert "no Docker engine answers" in proc.stderr
     assert not marker.exists(), f"ran before the Docker check: {marker.read_text()}"
-    assert sorted(p.name for p in clone.iterdir()) == ["components", "policy", "requirements.txt", "scripts", "tools"]
+    assert sorted(p.name for p in clone.iterdir()) == CLONED
+
+
+@pytest.mark.parametrize("var", ["PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE"])
+def test_a_passphrase_variable_set_but_empty_is_refused_before_anything_runs(tmp_path, var):
+    clone, env, marker = fresh_clone(tmp_path)
+    proc = subprocess.run(
+        ["bash", "scripts/up-dev.sh"], cwd=clone, env={**env, var: ""}, capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 1
+    assert f"error: {var} is set but empty" in proc.stderr and "Docker" not in proc.stderr
+    assert not marker.exists() and sorted(p.name for p in clone.iterdir()) == CLONED
 
 
 def test_passphrase_and_kubeconfigs_stay_out_of_git():

@@ -34,3 +34,16 @@ def test_merge_previews_with_the_pack_before_it_applies():
     assert all(a["with"]["policyPacks"] == "policy" for a in actions)
     preview = jobs["preview"]["steps"][-2]
     assert preview["with"]["command"] == "preview" and preview["with"]["policyPacks"] == "policy"
+
+
+def test_no_expression_is_interpolated_into_a_shell_line():
+    """`${{ }}` in a `run:` is pasted into the script before the shell parses it (a stack file
+    named `x;curl ...` would run): every value reaches the shell through `env:` instead."""
+    jobs = yaml.safe_load(WORKFLOW.read_text())["jobs"]
+    found = [
+        f"{job}: {step.get('name') or step['run'][:40]}"
+        for job, spec in jobs.items()
+        for step in spec.get("steps", [])
+        if "${{" in str(step.get("run", ""))
+    ]
+    assert not found, found
