@@ -20,7 +20,12 @@ PROBE_POD = "gpu-tenancy-webhook-probe"
 
 
 class WebhookUnreachableError(Exception):
-    """HAMi's webhook did not mutate a GPU pod: GPU pods would bypass HAMi."""
+    """HAMi's webhook did not mutate a GPU pod: GPU pods would bypass HAMi. `seen`: the
+    schedulerName the last dry-run pod came back with (or the API's error)."""
+
+    def __init__(self, message: str, seen: str = ""):
+        super().__init__(message)
+        self.seen = seen
 
 
 def probe_pod() -> dict[str, Any]:
@@ -61,6 +66,7 @@ def probe(core: Any, namespace: str, timeout: float, interval: float = 3.0) -> s
             f"{namespace} came back with schedulerName {seen['scheduler']!r}, expected {SCHEDULER_NAME!r}). "
             "The tenant API server cannot reach the webhook on the tenant's workers: check the "
             "Konnectivity agents (kube-system/konnectivity-agent) and the hami-scheduler pod. Until then "
-            "GPU pods are scheduled by the default scheduler, without HAMi."
+            "GPU pods are scheduled by the default scheduler, without HAMi.",
+            seen=seen["scheduler"],
         ) from None
     return SCHEDULER_NAME

@@ -5,7 +5,12 @@ update, read and delete), all through components.ops.
 - `diff`: a change of a REPLACES input replaces (deleting first when DELETE_BEFORE_REPLACE:
   the object has one name); of an UPDATES input updates; anything else is no change.
 - `update`: by default the new inputs with the outputs computed before (nothing to redo).
-- `read`: by default the state as it is (refresh finds no drift in what it cannot look up).
+- `read`: by default the state as it is (refresh finds no drift in what it cannot look up). A
+  read reports what it finds and never fails on it: a refresh that raised would stop
+  `up --refresh` before the resources that repair the finding are updated.
+- `drifted`: what the last read found breaks the resource's promise (a webhook no longer
+  reached, a card no longer registered): the diff then asks for an update, which redoes the
+  work and fails with the reason if it still cannot.
 - `ProviderResource`: registers the inputs, the SECRETS among them as secrets, the OUTPUTS as
   still unknown and the SECRET_OUTPUTS (a token) as secrets too.
 """
@@ -33,10 +38,13 @@ class Provider(ResourceProvider):
     def updates(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> bool:
         return any(olds.get(k) != news.get(k) for k in self.UPDATES)
 
+    def drifted(self, olds: Mapping[str, Any]) -> bool:
+        return False
+
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         replaces = self.replaces(olds, news)
         return DiffResult(
-            changes=bool(replaces) or self.updates(olds, news),
+            changes=bool(replaces) or self.updates(olds, news) or self.drifted(olds),
             replaces=replaces,
             delete_before_replace=self.DELETE_BEFORE_REPLACE,
         )

@@ -2,11 +2,13 @@
 
 Workloads depend on it, so none is created while HAMi would still refuse it (see
 components.ops.hami_registration). A node left out fails the update, naming the node and the
-likely cause. Refresh looks once and does not wait.
+likely cause. Refresh looks once and does not wait; a card it no longer finds is drift, so the
+next update waits for it again (and fails naming it if it stays away).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -36,6 +38,10 @@ class HamiRegistrationProvider(Provider):
         absent, _why = check(core_api(props["kubeconfig"]), props["expected"])
         counts = {n: len(d) - len(absent.get(n, [])) for n, d in props["expected"].items()}
         return ReadResult(id_=id_, outs={**props, "registered": counts})
+
+    def drifted(self, olds: Mapping[str, Any]) -> bool:
+        registered = olds.get("registered") or {}
+        return any(registered.get(n, 0) < len(d) for n, d in (olds.get("expected") or {}).items())
 
 
 class HamiRegistration(ProviderResource, module="gpu-tenancy", name="HamiRegistration"):

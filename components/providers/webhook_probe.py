@@ -1,16 +1,19 @@
 """HamiWebhookProbe: fails the update unless HAMi's webhook answers the tenant API server
 (components.ops.webhook_probe says why that matters). Refresh probes briefly, not for the whole
-update timeout: a tunnel that broke since the last update shows up without a long wait."""
+update timeout: a tunnel that broke since the last update shows up without a long wait, as
+drift (the schedulerName the probe saw), so the next update probes again with its full timeout."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
 from pulumi.dynamic import CreateResult, ReadResult, UpdateResult
 
+from components.gpu.hami_annotations import SCHEDULER_NAME
 from components.ops.kube import core_api
-from components.ops.webhook_probe import PROBE_POD, probe
+from components.ops.webhook_probe import PROBE_POD, WebhookUnreachableError, probe
 from components.providers.base import Provider, ProviderResource
 
 REFRESH_TIMEOUT_SECONDS = 10.0
@@ -30,8 +33,14 @@ class HamiWebhookProbeProvider(Provider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         timeout = min(REFRESH_TIMEOUT_SECONDS, float(props["timeout_seconds"]))
-        seen = probe(core_api(props["kubeconfig"]), props["namespace"], timeout, interval=2.0)
+        try:
+            seen = probe(core_api(props["kubeconfig"]), props["namespace"], timeout, interval=2.0)
+        except WebhookUnreachableError as exc:
+            seen = exc.seen
         return ReadResult(id_=id_, outs={**props, "scheduler_name": seen})
+
+    def drifted(self, olds: Mapping[str, Any]) -> bool:
+        return olds.get("scheduler_name") != SCHEDULER_NAME
 
 
 class HamiWebhookProbe(ProviderResource, module="gpu-tenancy", name="HamiWebhookProbe"):

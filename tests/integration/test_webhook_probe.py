@@ -9,6 +9,7 @@ import json
 import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 
 import pytest
 from kubernetes import client
@@ -17,6 +18,8 @@ from components.ops import webhook_probe as wp
 from tests.support.cluster import free_port, self_signed
 
 pytestmark = pytest.mark.integration
+PROGRAM = Path(__file__).parent / "programs" / "webhook_probe"
+UPDATE_TIMEOUT = 15  # the update's probe; a refresh probes for at most 10 s
 
 
 def test_unreachable_webhook_is_reported_plainly(cluster):
@@ -28,9 +31,17 @@ def test_unreachable_webhook_is_reported_plainly(cluster):
 
 
 class _Mutator(BaseHTTPRequestHandler):
-    """Answers AdmissionReview v1beta1 (what HAMi's chart declares) with HAMi's mutation."""
+    """Answers AdmissionReview v1beta1 (what HAMi's chart declares) with HAMi's mutation; while
+    `down`, with 503, as a webhook behind a broken tunnel (failurePolicy Ignore: pods unchanged)."""
+
+    down = False
 
     def do_POST(self):  # noqa: N802 - http.server API
+        if _Mutator.down:
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         patch = [{"op": "replace", "path": "/spec/schedulerName", "value": "hami-scheduler"}]
         body = {
@@ -102,12 +113,37 @@ def test_reachable_webhook_passes_and_nothing_is_created(cluster, stand_in_webho
     assert err.value.status == 404  # dry run: the probe pod was never stored
 
 
-def test_refresh_probes_briefly(cluster):
-    """A refresh (read) does not wait out the update's 180 s: it says within seconds that the
-    webhook is not reached."""
-    from components.providers.webhook_probe import REFRESH_TIMEOUT_SECONDS, HamiWebhookProbeProvider
+def test_refresh_reports_an_unreached_webhook_as_drift_within_its_short_timeout(cluster):
+    """A refresh (read) does not wait out the update's 180 s and does not fail: it records what
+    the probe saw, and the diff asks for an update, which probes again with its full timeout."""
+    from components.providers.webhook_probe import HamiWebhookProbeProvider
 
+    p = HamiWebhookProbeProvider()
     props = {"kubeconfig": cluster.kubeconfig_text, "namespace": "default", "timeout_seconds": 180}
-    with pytest.raises(wp.WebhookUnreachableError) as err:
-        HamiWebhookProbeProvider().read("default/gpu-tenancy-webhook-probe", props)
-    assert f"within {REFRESH_TIMEOUT_SECONDS:g} s" in str(err.value)
+    read = p.read("default/gpu-tenancy-webhook-probe", {**props, "scheduler_name": "hami-scheduler"})
+    assert read.outs["scheduler_name"] == "default-scheduler"
+    assert p.diff("default/gpu-tenancy-webhook-probe", read.outs, props).changes
+
+
+def test_up_refresh_gets_past_a_down_webhook_and_repairs_once_it_is_back(pulumi_cli, cluster, stand_in_webhook):
+    """Through the engine: with the webhook down, `up --refresh` is not stopped by the refresh
+    (the update probes and fails with the update's reason); once it is back, `up --refresh`
+    passes and a further refresh finds nothing to change."""
+    work = pulumi_cli.new_stack(PROGRAM, cluster.workdir / "webhook-probe", cluster.kubeconfig_text)
+    pulumi_cli("config", "set", "timeoutSeconds", str(UPDATE_TIMEOUT), cwd=work)
+    try:
+        pulumi_cli("up", "--yes", "--skip-preview", cwd=work)
+        _Mutator.down = True
+        broken = pulumi_cli("up", "--refresh", "--yes", "--skip-preview", cwd=work, check=False)
+        assert broken.returncode != 0
+        said = broken.stdout + broken.stderr
+        assert f"did not mutate a GPU pod within {UPDATE_TIMEOUT:g} s" in said, said  # the update's probe
+        assert "schedulerName 'default-scheduler'" in said
+        _Mutator.down = False
+        pulumi_cli("up", "--refresh", "--yes", "--skip-preview", cwd=work)
+        outputs = json.loads(pulumi_cli("stack", "output", "--json", cwd=work).stdout)
+        assert outputs["schedulerName"] == "hami-scheduler"
+        pulumi_cli("preview", "--refresh", "--expect-no-changes", cwd=work)
+    finally:
+        _Mutator.down = False
+        pulumi_cli("destroy", "--yes", cwd=work, check=False)
