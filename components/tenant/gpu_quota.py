@@ -11,6 +11,10 @@ budget. Each share is a ResourceQuota with both spellings of the GPU resources:
 A ValidatingAdmissionPolicy bound to every namespace keeps GPU pods inside the budget: only in
 the namespaces with a share (listed by name, and labelled), only scheduled by HAMi (whose
 webhook fails open), never on a named node, privileged, or asking for an uncounted resource.
+A workload namespace is retained when its last workload goes (the team may keep its own objects
+there, as the README invites): its share and quota go, and with them its place in the policy, so
+no GPU pod is admitted there; the namespace, its label and what is in it stay. Declaring it again
+adopts it (server-side apply).
 """
 
 from __future__ import annotations
@@ -180,8 +184,12 @@ class GpuQuota(pulumi.ComponentResource):
             meta = {"name": ns, "labels": label}
             if ns == SHARED_NAMESPACE:  # exists in every cluster: labelled, not owned
                 self.namespaces[ns] = k8s.core.v1.NamespacePatch(f"{name}-ns-{ns}", metadata=meta, opts=on_tenant)
-            else:
-                self.namespaces[ns] = k8s.core.v1.Namespace(f"{name}-ns-{ns}", metadata=meta, opts=on_tenant)
+            else:  # made by the stack, never deleted by it (see above)
+                self.namespaces[ns] = k8s.core.v1.Namespace(
+                    f"{name}-ns-{ns}",
+                    metadata=meta,
+                    opts=pulumi.ResourceOptions.merge(on_tenant, pulumi.ResourceOptions(retain_on_delete=True)),
+                )
         self.quotas = [
             k8s.core.v1.ResourceQuota(
                 f"{name}-{ns}",

@@ -116,3 +116,47 @@ def test_one_budget_split_and_enforced(pulumi_cli, quota_cluster, tmp_path):
         pulumi_cli("preview", "--expect-no-changes", cwd=work)
     finally:
         pulumi_cli("destroy", "--yes", "--skip-preview", cwd=work, timeout=180)
+
+
+def test_a_removed_workload_namespace_keeps_what_the_team_made_there(pulumi_cli, quota_cluster, tmp_path):
+    """Removing the last workload of a namespace removes its share, its quota and its place in
+    the policy, never the namespace (the namespace controller runs here: a deleted namespace
+    would take its objects with it); declaring it again adopts the namespace."""
+    work = tmp_path / "program"
+    shutil.copytree(PROGRAM, work)
+    pulumi_cli("stack", "init", "test", cwd=work)
+    pulumi_cli("config", "set", "--secret", "kubeconfig", quota_cluster.kubeconfig_text, cwd=work)
+    pulumi_cli("config", "set", "budget", json.dumps(BUDGET), cwd=work)
+    train = {"gpus": 1, "gpumem_mb": 20000, "gpucores": 30}
+    serve = {"gpus": 1, "gpumem_mb": 10000, "gpucores": 20}
+    core = quota_cluster.core()
+    try:
+        pulumi_cli("config", "set", "declared", json.dumps({"train": train, "serve": serve}), cwd=work)
+        pulumi_cli("up", "--yes", "--skip-preview", cwd=work)
+        core.create_namespaced_config_map("train", {"metadata": {"name": "notes"}, "data": {"by": "hand"}})
+
+        pulumi_cli("config", "set", "declared", json.dumps({"serve": serve}), cwd=work)
+        pulumi_cli("up", "--yes", "--skip-preview", cwd=work)
+        ns = core.read_namespace("train")
+        assert ns.status.phase == "Active" and ns.metadata.deletion_timestamp is None
+        assert core.read_namespaced_config_map("notes", "train").data == {"by": "hand"}
+        assert not core.list_namespaced_resource_quota("train").items  # its share went
+        shares = json.loads(pulumi_cli("stack", "output", "shares", "--json", cwd=work).stdout)
+        assert shares == {"default": [9, 71920, 80], "serve": [1, 10000, 20]}  # back to default
+
+        def refused_there() -> bool:
+            try:
+                core.create_namespaced_pod("train", gpu_pod("probe", 1000, 1), dry_run="All")
+            except client.ApiException as exc:
+                return "GPU pods run only in the namespaces that hold a share" in str(exc.body)
+            return False
+
+        assert settles(refused_there, timeout=30), "a GPU pod was still admitted in the removed namespace"
+
+        pulumi_cli("config", "set", "declared", json.dumps({"train": train, "serve": serve}), cwd=work)
+        pulumi_cli("up", "--yes", "--skip-preview", cwd=work)  # the namespace is adopted again
+        wait_quota_status(core, "train")
+        assert core.read_namespaced_config_map("notes", "train").data == {"by": "hand"}
+        pulumi_cli("preview", "--expect-no-changes", cwd=work)
+    finally:
+        pulumi_cli("destroy", "--yes", "--skip-preview", cwd=work, timeout=180)
