@@ -86,6 +86,16 @@ def create_token(core: Any, tid: str, ttl_seconds: int, description: str) -> tup
     return f"{tid}.{secret}", expiration
 
 
+def held_token(core: Any, tid: str, token: str) -> dict[str, Any] | None:
+    """The Secret of token `<id>.<secret>` while it still holds that very token, else None
+    (revoked, cleaned up after its expiry, or a successor made under the same id)."""
+    found = get_json_or_none(core.read_namespaced_secret, token_secret_name(tid), TOKEN_NAMESPACE)
+    if found is None:
+        return None
+    held = base64.b64decode((found.get("data") or {}).get("token-secret", "")).decode()
+    return found if f"{tid}.{held}" == token else None
+
+
 def delete_token(core: Any, tid: str, token: str | None = None) -> bool:
     """Revoke the token now; False when it was already gone (expired and cleaned up).
 
@@ -95,11 +105,8 @@ def delete_token(core: Any, tid: str, token: str | None = None) -> bool:
     name = token_secret_name(tid)
     preconditions = None
     if token is not None:
-        found = get_json_or_none(core.read_namespaced_secret, name, TOKEN_NAMESPACE)
+        found = held_token(core, tid, token)
         if found is None:
-            return False
-        held = base64.b64decode((found.get("data") or {}).get("token-secret", "")).decode()
-        if f"{tid}.{held}" != token:
             return False
         meta = found["metadata"]
         preconditions = {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}
@@ -156,6 +163,17 @@ def machine_join(endpoint: str, token: str, ca_hash: str, labels: dict[str, str]
 
 def label_selector(labels: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+# The label every kubelet puts on its Node: a docker worker's hostname is its Node's name.
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def worker_joins(node: str) -> dict[str, Any]:
+    """What a docker worker's token expects: one machine, its own Node. While that Node is
+    missing the token is renewed once it lapses, so a failed join heals with the next `up`; when
+    the tenant cannot be asked the token is kept (a joined worker is never sent to join again)."""
+    return {"labels": {HOSTNAME_LABEL: node}, "expected": 1, "keep_when_unknown": True}
 
 
 def joined_nodes(core: Any, labels: dict[str, str]) -> int:

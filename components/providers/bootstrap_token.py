@@ -3,11 +3,12 @@
 Created with an expiration (the tenant's tokencleaner deletes it then); destroy deletes what is
 left. Refresh does not look it up: a token that expired or was revoked on purpose is not drift.
 
-A docker worker's token is revoked by its NodeMembership as soon as its join is done. A pool's
-token (`joins`: the pool's node labels and how many machines are expected) is judged by every
-preview instead (`join_token_verdict`): once every expected machine is a Node it is revoked, and
-while machines are still to join a revoked, expired or nearly expired token is replaced by a
-fresh one, so a join that failed, a removed machine or a raised `nodes` heals with `up` alone.
+Every token says what it is for (`joins`: the node labels of the machines it joins and how many
+are expected; a docker worker's is its own Node, `worker_joins`) and is judged by every preview
+(`join_token_verdict`): once every expected machine is a Node it is revoked (a docker worker's
+NodeMembership has already done so right after its join: a token no longer held is left as it
+is), and while machines are still to join a revoked, expired or nearly expired token is replaced
+by a fresh one, so a join that failed, a removed machine or a raised `nodes` heals with `up` alone.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from components.ops.bootstrap import (
     REVOKE,
     create_token,
     delete_token,
+    held_token,
     join_token_verdict,
     joined_nodes,
 )
@@ -44,6 +46,8 @@ def _joined(kubeconfig: Any, joins: dict[str, Any]) -> int | None:
 
 def _verdict(props: dict[str, Any], joins: dict[str, Any], kubeconfig: Any) -> tuple[str, int | None]:
     joined = _joined(kubeconfig, joins)
+    if joined is None and joins.get("keep_when_unknown"):
+        return KEEP, None
     verdict = join_token_verdict(
         props.get("expiration"),
         int(props["ttl_seconds"]),
@@ -52,7 +56,16 @@ def _verdict(props: dict[str, Any], joins: dict[str, Any], kubeconfig: Any) -> t
         int(joins["expected"]),
         time.time(),
     )
+    if verdict == REVOKE and not _still_held(kubeconfig, props):
+        return KEEP, joined  # revoked already (by the join itself), or expired and cleaned up
     return verdict, joined
+
+
+def _still_held(kubeconfig: Any, props: dict[str, Any]) -> bool:
+    try:
+        return held_token(core_api(kubeconfig), props["token_id"], props.get("token") or "") is not None
+    except Exception:  # noqa: BLE001 - cannot ask: let the update try (it revokes only what it holds)
+        return True
 
 
 class BootstrapTokenProvider(Provider):

@@ -21,7 +21,7 @@ import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
 from components.config.model import CONTAINERD_WAIT_SECONDS
-from components.ops.bootstrap import BOOTSTRAP_GROUP, join_configuration, token_id
+from components.ops.bootstrap import BOOTSTRAP_GROUP, join_configuration, token_id, worker_joins
 from components.providers.bootstrap_token import BootstrapToken
 from components.providers.node_membership import NodeMembership
 
@@ -137,6 +137,7 @@ class WorkerNode(pulumi.ComponentResource):
             token_id=self.container.id.apply(lambda cid: token_id(f"{args.node_name}/{cid}")),
             ttl_seconds=args.token_ttl_seconds,
             description=f"gpu-tenancy: join of {args.node_name}",
+            joins=worker_joins(args.node_name),
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
         )
         join_config = pulumi.Output.secret(

@@ -8,7 +8,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from components.ops.bootstrap import KEEP, RENEW, REVOKE, join_token_verdict
+from components.ops.bootstrap import (
+    HOSTNAME_LABEL,
+    KEEP,
+    RENEW,
+    REVOKE,
+    delete_token,
+    join_token_verdict,
+    worker_joins,
+)
 from components.providers import bootstrap_token as provider
 from components.tenant.external_pool import join_output
 from tests.support.fake_kube import FakeCore
@@ -108,12 +116,39 @@ def test_an_unreachable_tenant_never_revokes(monkeypatch):
     assert not provider.BootstrapTokenProvider().diff("abc123", made, props(expected=0)).changes
 
 
-def test_docker_worker_tokens_are_not_judged(fake):
-    worker = {**props(), "joins": None}
-    made = provider.BootstrapTokenProvider().create(worker).outs
-    stale = {**made, "expiration": at_now(-3600)}
-    assert not provider.BootstrapTokenProvider().diff("abc123", stale, worker).changes
-    assert not [c for c in fake.calls if c[0] == "list_node"]
+WORKER = "lab-team-a-worker-0"
+
+
+def test_a_docker_workers_token_heals_a_failed_join_and_is_left_alone_once_joined(fake, monkeypatch):
+    p = provider.BootstrapTokenProvider()
+    worker = {**props(), "joins": worker_joins(WORKER)}
+    made = p.create(worker).outs
+    assert not p.diff("abc123", made, worker).changes  # fresh: its join is under way
+    lapsed = {**made, "expiration": at_now(-60)}  # the join failed, and the token lapsed since
+    assert p.diff("abc123", lapsed, worker).replaces == ["expiration"]
+    fake.add_node("lab-team-a-worker-1", labels={HOSTNAME_LABEL: "lab-team-a-worker-1"})  # another worker
+    assert p.diff("abc123", lapsed, worker).replaces == ["expiration"]
+
+    fake.add_node(WORKER, labels={HOSTNAME_LABEL: WORKER})  # joined ...
+    assert delete_token(fake, "abc123", made["token"])  # ... and its membership revoked the token
+    assert not p.diff("abc123", made, worker).changes  # a second up changes nothing
+    assert not p.diff("abc123", lapsed, worker).changes  # and a joined worker never joins again
+
+    def refuse(_kubeconfig):
+        raise ConnectionError("no route to host")
+
+    fake.remove_node(WORKER)
+    monkeypatch.setattr(provider, "core_api", refuse)  # the tenant cannot be asked: kept, not renewed blind
+    assert not p.diff("abc123", lapsed, worker).changes
+
+
+def test_a_pool_token_already_gone_after_the_joins_is_left_as_it_is(fake):
+    p = provider.BootstrapTokenProvider()
+    made = p.create(props(expected=1)).outs
+    join_machine(fake, "a100-0")
+    assert p.diff("abc123", made, props(expected=1)).changes  # still held: the next up revokes it
+    fake.secrets.clear()  # expired and cleaned up by the tokencleaner
+    assert not p.diff("abc123", made, props(expected=1)).changes
 
 
 def test_the_join_output_says_what_to_do():

@@ -282,7 +282,12 @@ def test_external_pool_token_lives_join_token_hours(ext):
         },
         "expected": 2,
     }
-    assert ext.named("team-a-worker-0-token").inputs.get("joins") is None  # revoked by its membership
+    # a docker worker's token expects its own Node (renewed until it joins; revoked by its membership)
+    assert ext.named("team-a-worker-0-token").inputs["joins"] == {
+        "labels": {"kubernetes.io/hostname": "gpu-lab-team-a-worker-0"},
+        "expected": 1,
+        "keep_when_unknown": True,
+    }
     assert len(token.inputs["token_id"]) == 6
     assert token.inputs["token_id"] != ext.named("team-a-worker-0-token").inputs["token_id"]
     assert "secret" in token.inputs["kubeconfig"]
