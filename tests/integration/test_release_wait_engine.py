@@ -165,7 +165,7 @@ def test_allocation_marked_failed_fails_the_up_with_the_node(pulumi_cli, cluster
     assert f"1 pod(s) whose GPU allocation HAMi marked failed: default/broken on {node}" in out
 
 
-def test_a_pod_nobody_releases_fails_the_up_and_bindrelease_writes_nothing(pulumi_cli, cluster, stack):
+def test_a_pod_nobody_releases_fails_the_up_and_the_wait_writes_nothing(pulumi_cli, cluster, stack):
     """No release controller runs: ReleaseWait does not release the pod itself (one writer)."""
     work, node = stack
     set_workload(pulumi_cli, work, name="orphan", waitSeconds=5)

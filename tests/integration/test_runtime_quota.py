@@ -69,12 +69,32 @@ def wait_quota_status(core, ns: str) -> None:
     raise AssertionError(f"resourcequota controller never computed {ns}/gpu-quota")
 
 
-def test_one_budget_split_and_enforced(pulumi_cli, quota_cluster, tmp_path):
+def budget_policy_refuses(core, ns: str) -> bool:
+    """True once the budget's admission policy refuses a GPU pod in `ns` (a dry run; the API
+    server compiles a new or changed policy in a moment)."""
+
+    def refused() -> bool:
+        try:
+            core.create_namespaced_pod(ns, gpu_pod("probe", 1000, 1), dry_run="All")
+        except client.ApiException as exc:
+            return "GPU pods run only in the namespaces that hold a share" in str(exc.body)
+        return False
+
+    return settles(refused, timeout=30)
+
+
+def quota_stack(pulumi_cli, cluster, tmp_path) -> Path:
+    """The GpuQuota program as a stack on the cluster, with the test budget."""
     work = tmp_path / "program"
     shutil.copytree(PROGRAM, work)
     pulumi_cli("stack", "init", "test", cwd=work)
-    pulumi_cli("config", "set", "--secret", "kubeconfig", quota_cluster.kubeconfig_text, cwd=work)
+    pulumi_cli("config", "set", "--secret", "kubeconfig", cluster.kubeconfig_text, cwd=work)
     pulumi_cli("config", "set", "budget", json.dumps(BUDGET), cwd=work)
+    return work
+
+
+def test_one_budget_split_and_enforced(pulumi_cli, quota_cluster, tmp_path):
+    work = quota_stack(pulumi_cli, quota_cluster, tmp_path)
     declared = {"inference": {"gpus": 1, "gpumem_mb": 20000, "gpucores": 30}}
     pulumi_cli("config", "set", "declared", json.dumps(declared), cwd=work)
     try:
@@ -95,15 +115,7 @@ def test_one_budget_split_and_enforced(pulumi_cli, quota_cluster, tmp_path):
         assert refused is not None and "exceeded quota" in refused.body and "nvidia.com/gpumem" in refused.body
         # a namespace without a share cannot open a second budget
         core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="elsewhere")))
-
-        def policy_enforced() -> bool:  # the API server compiles a new admission policy in a moment
-            try:
-                core.create_namespaced_pod("elsewhere", gpu_pod("probe", 1000, 1), dry_run="All")
-            except client.ApiException as exc:
-                return "GPU pods run only" in str(exc.body)
-            return False
-
-        assert settles(policy_enforced, timeout=30), "the budget's admission policy was never enforced"
+        assert budget_policy_refuses(core, "elsewhere"), "the budget's admission policy was never enforced"
         refused = create(core, "elsewhere", gpu_pod("sneaky", 1000, 1))
         assert refused is not None and refused.status in (403, 422)
         assert "GPU pods run only in the namespaces that hold a share" in refused.body
@@ -122,11 +134,7 @@ def test_a_removed_workload_namespace_keeps_what_the_team_made_there(pulumi_cli,
     """Removing the last workload of a namespace removes its share, its quota and its place in
     the policy, never the namespace (the namespace controller runs here: a deleted namespace
     would take its objects with it); declaring it again adopts the namespace."""
-    work = tmp_path / "program"
-    shutil.copytree(PROGRAM, work)
-    pulumi_cli("stack", "init", "test", cwd=work)
-    pulumi_cli("config", "set", "--secret", "kubeconfig", quota_cluster.kubeconfig_text, cwd=work)
-    pulumi_cli("config", "set", "budget", json.dumps(BUDGET), cwd=work)
+    work = quota_stack(pulumi_cli, quota_cluster, tmp_path)
     train = {"gpus": 1, "gpumem_mb": 20000, "gpucores": 30}
     serve = {"gpus": 1, "gpumem_mb": 10000, "gpucores": 20}
     core = quota_cluster.core()
@@ -143,15 +151,7 @@ def test_a_removed_workload_namespace_keeps_what_the_team_made_there(pulumi_cli,
         assert not core.list_namespaced_resource_quota("train").items  # its share went
         shares = json.loads(pulumi_cli("stack", "output", "shares", "--json", cwd=work).stdout)
         assert shares == {"default": [9, 71920, 80], "serve": [1, 10000, 20]}  # back to default
-
-        def refused_there() -> bool:
-            try:
-                core.create_namespaced_pod("train", gpu_pod("probe", 1000, 1), dry_run="All")
-            except client.ApiException as exc:
-                return "GPU pods run only in the namespaces that hold a share" in str(exc.body)
-            return False
-
-        assert settles(refused_there, timeout=30), "a GPU pod was still admitted in the removed namespace"
+        assert budget_policy_refuses(core, "train"), "a GPU pod was still admitted in the removed namespace"
 
         pulumi_cli("config", "set", "declared", json.dumps({"train": train, "serve": serve}), cwd=work)
         pulumi_cli("up", "--yes", "--skip-preview", cwd=work)  # the namespace is adopted again
