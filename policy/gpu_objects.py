@@ -42,6 +42,8 @@ _KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
 }
 POD_SPEC_PATHS = {t: path for t, (path, _) in _KINDS.items()} | {f"{t}Patch": p for t, (p, _) in _KINDS.items()}
 REPLICA_PATHS = {t: r for t, (_, r) in _KINDS.items() if r} | {f"{t}Patch": r for t, (_, r) in _KINDS.items() if r}
+# Where a kind whose rollout may surge (gpu.rollouts) keeps its strategy.
+STRATEGY_PATHS = {"Deployment": ("spec", "strategy"), "DaemonSet": ("spec", "updateStrategy")}
 # Subtrees that select or describe, never ask: a GPU type annotation, a node label.
 _NOT_ASKING = frozenset({"annotations", "labels", "nodeSelector", "matchLabels"})
 # `nvidia.com/<name>:` as a YAML (or JSON) key inside text.
@@ -132,6 +134,8 @@ class Workload:
     declared: Quota | None = None
     refusal: str = ""
     mentions: bool = False
+    # spec.strategy (Deployment) or spec.updateStrategy (DaemonSet), as given; None: the default.
+    strategy: Any = None
 
     @property
     def asks_for_gpu(self) -> bool:
@@ -203,6 +207,10 @@ def workload_of(resource_type: str, props: Mapping[str, Any], name: str) -> Work
                 f"concurrencyPolicy {policy or 'Allow (the default)'} lets any number of its Jobs run at once, "
                 "which no quota can count; set concurrencyPolicy: Forbid (or Replace)"
             )
+    strategy = None
+    if kind in STRATEGY_PATHS:
+        where = ".".join(STRATEGY_PATHS[kind])
+        strategy = safe(lambda: get(props, *STRATEGY_PATHS[kind]), unknown, where)
     spec = safe(lambda: get(props, *path), unknown, ".".join(path))
     containers: list[tuple[str, Mapping[str, Any]]] = []
     if isinstance(spec, Mapping):
@@ -217,4 +225,6 @@ def workload_of(resource_type: str, props: Mapping[str, Any], name: str) -> Work
                 res = limits if isinstance(limits, Mapping) and limits else requests
                 if isinstance(res, Mapping):
                     containers.append((str(cname), res))
-    return Workload(kind, obj_name, int(replicas), containers, must_fit, label, unknown, refusal=refusal)
+    w = Workload(kind, obj_name, int(replicas), containers, must_fit, label, unknown, refusal=refusal)
+    w.strategy = strategy
+    return w

@@ -125,7 +125,7 @@ def validate_quota(args: StackValidationArgs, report_violation: ReportViolation)
         t = tenants.by_name[name]
         problems = judge(demands, t.quota.quota, t.fleet).over_quota
         if problems:
-            names = ", ".join(f"{d.name} x{d.replicas}" for d in demands)
+            names = ", ".join(f"{d.name} {d.counted}" for d in demands)
             report_violation(f"tenant {name} is over its GPU quota: {'; '.join(problems)} (workloads: {names})")
 
 
@@ -169,7 +169,7 @@ POLICIES = [
     ),
     StackValidationPolicy(
         name="gpu-quota-per-tenant",
-        description="The sum of each tenant's GPU requests (x replicas) must stay within its quota.",
+        description="Each tenant's GPU requests (x replicas, plus rollout surge) must stay within its quota.",
         validate=validate_quota,
         enforcement_level=EnforcementLevel.MANDATORY,
         config_schema=CONFIG_SCHEMA,

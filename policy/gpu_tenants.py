@@ -33,6 +33,7 @@ from components.config.names import PROJECT, TENANT_LABEL  # noqa: E402
 from components.config.problems import ConfigError  # noqa: E402
 from components.gpu.hami_annotations import RES_GPU  # noqa: E402
 from components.gpu.requests import Demand, PodRequest, RequestError, pod_request  # noqa: E402
+from components.gpu.rollouts import RolloutError, surge  # noqa: E402
 
 FIX = (
     'give the pack config {"tenants": [...]} (as in gpu-tenancy:tenants) with --policy-pack-config, or set '
@@ -228,5 +229,20 @@ def demand_of(w: Workload, t: TenantConfig, report: Callable[[str], None]) -> De
     if not pod.containers:
         return None
     replicas = t.fleet.nodes if w.kind == "DaemonSet" else w.replicas
+    extra = _surge(w, replicas, report)
     least = " (values unknown at preview, counted at their least)" if w.unknown else ""
-    return Demand(f"{w.kind} {w.name}{least}", pod, replicas, w.must_fit)
+    return Demand(f"{w.kind} {w.name}{least}", pod, replicas, w.must_fit, surge=extra)
+
+
+def _surge(w: Workload, replicas: int, report: Callable[[str], None]) -> int:
+    """The pods its rollout starts above `replicas`; a strategy unknown at preview counts at its least (0)."""
+    if any(u.startswith("spec.strategy") or u.startswith("spec.updateStrategy") for u in w.unknown):
+        return 0
+    try:
+        return surge(w.kind, w.strategy, replicas)
+    except UnknownValueError:
+        w.unknown.append("strategy")
+        return 0
+    except RolloutError as exc:
+        report(f"{w.kind} {w.name}: its rollout's maxSurge {exc}")
+        return 0

@@ -18,11 +18,13 @@ from components.config.model import (
     POOL_MAX_NODES,
     ClusterConfig,
     TenantConfig,
+    WorkloadConfig,
 )
 from components.config.names import RESERVED_NAMESPACES
 from components.config.problems import Collector
 from components.gpu.catalog import MOCK_PLUGIN_MAX_MB_PER_NODE
 from components.gpu.requests import RequestError
+from components.gpu.rollouts import RECREATE
 from components.gpu.rules import judge, pod_violations
 
 # kube-apiserver refuses a --service-cluster-ip-range with more than 20 host bits (IPv4).
@@ -82,13 +84,18 @@ def tenant_checks(t: TenantConfig, i: int, cluster: ClusterConfig | None, c: Col
     _workload_checks(t, path, fail)
     if len(c.problems) != before:
         return  # totals against quota and fleet only mean something once the tenant is valid
-    verdict = judge(t.demands(), q.quota, t.fleet)
+    demands = t.demands()
+    verdict = judge(demands, q.quota, t.fleet)
+    surging = [f"{d.name} {d.counted}" for d in demands if d.surge]
+    peak = ""
+    if surging:
+        peak = f" (counted at their rollout's peak: {', '.join(surging)}; rollout.maxSurge 0 needs no room)"
     for problem in verdict.over_quota:
-        fail(f"{path}.workloads", f"together ask for more than the tenant's quota: {problem}")
+        fail(f"{path}.workloads", f"together ask for more than the tenant's quota: {problem}{peak}")
     if verdict.unplaceable and not verdict.over_quota:
         fail(
             f"{path}.workloads",
-            f"{verdict.unplaceable} cannot be placed on the fleet ({t.fleet.describe()}); "
+            f"{verdict.unplaceable} cannot be placed on the fleet ({t.fleet.describe()}){peak}; "
             "set failOnPending: false on a workload declared to stay Pending",
         )
     capacity = t.fleet.capacity
@@ -151,6 +158,7 @@ def _workload_checks(t: TenantConfig, path: str, fail: Callable[[str, str], None
             fail(f"{where}.namespace", f"{w.namespace!r} is reserved ({', '.join(RESERVED_NAMESPACES)}); use your own")
         if w.kind == "Pod" and w.replicas != 1:
             fail(f"{where}.replicas", "a Pod has exactly one replica; use kind Deployment for more")
+        _rollout_checks(w, f"{where}.rollout", fail)
         if w.card_type is not None and w.card_type.lower() not in m.hami_type.lower():
             fail(f"{where}.cardType", f"{w.card_type!r} matches no card of this tenant (its cards are {m.hami_type!r})")
         if not w.limits:
@@ -166,6 +174,18 @@ def _workload_checks(t: TenantConfig, path: str, fail: Callable[[str, str], None
             continue
         for problem in pod_violations(pod, t.fleet):
             fail(where, problem)
+
+
+def _rollout_checks(w: WorkloadConfig, where: str, fail: Callable[[str, str], None]) -> None:
+    """What the API server would refuse at apply, said at the key first."""
+    r, given = w.rollout, w.rollout.model_fields_set
+    if w.kind == "Pod" and "rollout" in w.model_fields_set:
+        fail(where, "a Pod has no rollout (it is replaced whole); use kind Deployment")
+    elif r.strategy == RECREATE and given & {"max_surge", "max_unavailable"}:
+        key = "maxSurge" if "max_surge" in given else "maxUnavailable"
+        fail(f"{where}.{key}", "applies to RollingUpdate only; Recreate stops every pod, then starts the new ones")
+    elif r.strategy != RECREATE and r.max_surge == 0 and r.max_unavailable == 0:
+        fail(f"{where}.maxUnavailable", "maxSurge and maxUnavailable cannot both be 0: the rollout could never start")
 
 
 def unique(c: Collector, entries: list[tuple[str, str, int | None, int | None]], what: str) -> None:

@@ -39,6 +39,7 @@ from components.config.names import kwok_name, release_controller_container, wor
 from components.gpu.catalog import GPU_MODELS, GpuModel
 from components.gpu.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM
 from components.gpu.requests import INT32_MAX, Demand, GpuRequest, PodRequest, Quota, pod_request
+from components.gpu.rollouts import RECREATE, ROLLING_UPDATE, surge
 from components.gpu.rules import Fleet
 
 WORKLOAD_KINDS = ("Pod", "Deployment")
@@ -160,6 +161,34 @@ class QuotaConfig(Section):
 _RESOURCE_KEYS = {RES_GPU: "gpus", RES_GPUMEM: "gpumemMb", RES_GPUCORES: "gpucoresPercent"}
 
 
+ROLLOUT_STRATEGIES = (ROLLING_UPDATE, RECREATE)
+
+
+class RolloutConfig(Section):
+    """How a Deployment replaces its pods. The default never needs a GPU the workload does not
+    already hold: one pod goes, then its successor comes (surge 0, unavailable 1). A surge needs
+    room for the extra pods in the budget and on the cards, and the checks count it."""
+
+    strategy: choice(ROLLOUT_STRATEGIES) = Field(
+        ROLLING_UPDATE, description="`RollingUpdate` (a few pods at a time) or `Recreate` (all go, then all come)"
+    )
+    max_surge: integer(0, MAX_REPLICAS) = Field(
+        0, description="RollingUpdate: pods started above `replicas` (counted in the quota and the fit)"
+    )
+    max_unavailable: integer(0, MAX_REPLICAS) = Field(
+        1, description="RollingUpdate: pods that may be down at once (not both 0)"
+    )
+
+    def spec(self) -> dict[str, object]:
+        """The Deployment's `spec.strategy`."""
+        if self.strategy == RECREATE:
+            return {"type": RECREATE}
+        return {
+            "type": ROLLING_UPDATE,
+            "rollingUpdate": {"maxSurge": self.max_surge, "maxUnavailable": self.max_unavailable},
+        }
+
+
 class WorkloadConfig(Section):
     """A GPU workload a tenant's stack declares (created in the tenant, awaited by ReleaseWait)."""
 
@@ -183,7 +212,13 @@ class WorkloadConfig(Section):
     card_type: string(None, "a card type substring") | None = Field(
         None, description="nvidia.com/use-gputype: a substring of the tenant's card type"
     )
-    wait_seconds: integer(5, 3600, " s") = Field(120, description="how long `up` waits for HAMi to bind each pod")
+    rollout: section(RolloutConfig) = Field(
+        RolloutConfig(),
+        description="Deployments: `strategy`, `maxSurge`, `maxUnavailable` (default: surge 0, unavailable 1)",
+    )
+    wait_seconds: integer(5, 3600, " s") = Field(
+        120, description="how long `up` waits for HAMi to bind each pod (a rollout: its new pods, old ones gone)"
+    )
     fail_on_pending: Bool = Field(
         True,
         description="true: `up` fails if a pod is not bound in time, and the workload must fit the fleet; "
@@ -201,8 +236,14 @@ class WorkloadConfig(Section):
     def request(self, card: GpuModel) -> GpuRequest:
         return self.pod(card).containers[0][1]
 
+    @property
+    def strategy(self) -> dict[str, object] | None:
+        """The Deployment's `spec.strategy` (a Pod has none)."""
+        return self.rollout.spec() if self.kind == "Deployment" else None
+
     def demand(self, card: GpuModel) -> Demand:
-        return Demand(f"{self.kind} {self.name}", self.pod(card), self.replicas, self.fail_on_pending)
+        extra = surge(self.kind, self.strategy, self.replicas)
+        return Demand(f"{self.kind} {self.name}", self.pod(card), self.replicas, self.fail_on_pending, surge=extra)
 
 
 # A join token is short-lived: `up` renews it while machines are still to join.

@@ -6,8 +6,8 @@ tenant's demands use against its budget.
   whole card; gpumem must be a whole number of MB that fits an int32, or HAMi ignores it.
   Quantities are read with the Kubernetes client's own parser (the API server stores 20000 as
   "20k").
-- Quota: every demand counts, times its replicas; replicas unknown at preview count as one (the
-  caller reports them).
+- Quota: every demand counts at its peak, replicas plus the pods its rollout surges
+  (gpu.rollouts); replicas unknown at preview count as one (the caller reports them).
 """
 
 from __future__ import annotations
@@ -162,7 +162,8 @@ def pod_request(containers: Iterable[tuple[str, Mapping[str, object]]], card: Gp
 
 @dataclass(frozen=True)
 class Demand:
-    """One workload as the rules see it: a pod shape times its replicas."""
+    """One workload as the rules see it: a pod shape times its replicas, plus the pods its
+    rollout holds above them (the surge, gpu.rollouts): quota and fit count the peak."""
 
     name: str
     pod: PodRequest
@@ -171,10 +172,20 @@ class Demand:
     must_fit: bool = True
     # Totals an object declares instead of a pod shape (a kind the rules cannot count): quota only.
     declared: Quota | None = None
+    surge: int = 0
+
+    @property
+    def peak(self) -> int:
+        return self.replicas + self.surge
+
+    @property
+    def counted(self) -> str:
+        """How many pods it counts for, as a message says it: `x3` or `x3 +1 surge`."""
+        return f"x{self.replicas}" + (f" +{self.surge} surge" if self.surge else "")
 
     @property
     def usage(self) -> Quota:
-        return (self.declared if self.declared is not None else self.pod.total).times(self.replicas)
+        return (self.declared if self.declared is not None else self.pod.total).times(self.peak)
 
 
 def total_usage(demands: Iterable[Demand]) -> Quota:

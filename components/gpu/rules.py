@@ -185,7 +185,7 @@ class _FirstFit:
 
 def _largest_first(demands: Iterable[Demand], must_fit: bool) -> list[tuple[str, Demand]]:
     """The pods (`workload[k]`, with their demand) that must (or need not) fit, decreasing by memory."""
-    pods = [(f"{d.name}[{k}]", d) for d in demands if d.must_fit == must_fit for k in range(d.replicas)]
+    pods = [(f"{d.name}[{k}]", d) for d in demands if d.must_fit == must_fit for k in range(d.peak)]
     pods.sort(key=lambda p: (p[1].pod.total.gpumem_mb, p[1].pod.total.gpucores), reverse=True)
     return pods
 

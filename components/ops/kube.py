@@ -95,6 +95,13 @@ def core_api(
     return client.CoreV1Api(api_client(kubeconfig, timeout, connections, token))
 
 
+def apps_api_of(core: Any) -> Any:
+    """An AppsV1Api on the same connection as a CoreV1Api (core_api)."""
+    from kubernetes import client
+
+    return client.AppsV1Api(core.api_client)
+
+
 def token_kubeconfig(server: str, ca_data: str, token: str, name: str = "gpu-tenancy") -> str:
     """A kubeconfig for a bearer token (a ServiceAccount's), CA given base64 as in kubeconfigs."""
     return yaml.safe_dump(

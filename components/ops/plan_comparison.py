@@ -140,7 +140,7 @@ def compare_tenant(tenant: Any, plan: Plan) -> TenantPlan:
     type_pending = tuple(
         PendingPod(f"{d.name}[{k}]", d.name, ((CARD_TYPE_MISMATCH, plan.fleet.nodes),), allowed=not d.must_fit)
         for d in mismatched
-        for k in range(d.replicas)
+        for k in range(d.peak)
     )
     return TenantPlan(
         tenant=tenant.name,

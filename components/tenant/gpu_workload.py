@@ -1,4 +1,5 @@
-"""GpuWorkload: a Pod or Deployment asking HAMi for GPU slices, plus the ReleaseWait that awaits it."""
+"""GpuWorkload: a Pod or Deployment asking HAMi for GPU slices, plus the ReleaseWait that awaits it
+(for a Deployment, each rollout: its strategy is the config's `rollout`, see RolloutConfig)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,16 @@ def pod_annotations(w: WorkloadConfig) -> dict[str, str]:
     return annotations
 
 
+def deployment_spec(w: WorkloadConfig, labels: dict[str, str]) -> dict[str, Any]:
+    """The Deployment's spec, its rollout strategy included: what the pack and the checks count."""
+    return {
+        "replicas": w.replicas,
+        "selector": {"matchLabels": {WORKLOAD_LABEL: w.name}},
+        "strategy": w.strategy,
+        "template": {"metadata": {"labels": labels, "annotations": pod_annotations(w)}, "spec": pod_spec(w)},
+    }
+
+
 @dataclass
 class GpuWorkloadArgs:
     tenant: str
@@ -59,6 +70,7 @@ class GpuWorkload(pulumi.ComponentResource):
             name=w.name, namespace=w.namespace, labels=labels, annotations=pod_annotations(w)
         )
         pod_names: list[str] | None = None
+        generation: pulumi.Input[int] = 0
         if w.kind == "Pod":
             workload: pulumi.CustomResource = k8s.core.v1.Pod(
                 f"{name}-pod", metadata=meta, spec=pod_spec(w), opts=on_tenant
@@ -66,18 +78,10 @@ class GpuWorkload(pulumi.ComponentResource):
             pod_names = [w.name]
         else:
             workload = k8s.apps.v1.Deployment(
-                f"{name}-deployment",
-                metadata=meta,
-                spec={
-                    "replicas": w.replicas,
-                    "selector": {"matchLabels": {WORKLOAD_LABEL: w.name}},
-                    "template": {
-                        "metadata": {"labels": labels, "annotations": pod_annotations(w)},
-                        "spec": pod_spec(w),
-                    },
-                },
-                opts=on_tenant,
+                f"{name}-deployment", metadata=meta, spec=deployment_spec(w, labels), opts=on_tenant
             )
+            # Every spec change is a new generation: the wait follows each rollout to its end.
+            generation = workload.metadata.apply(lambda m: int((m.generation if m else None) or 0))
         self.release = ReleaseWait(
             f"{name}-bind-release",
             kubeconfig=args.kubeconfig,
@@ -87,6 +91,7 @@ class GpuWorkload(pulumi.ComponentResource):
             pod_names=pod_names,
             selector=None if pod_names else f"{WORKLOAD_LABEL}={w.name}",
             count=w.replicas,
+            generation=generation,
             timeout_seconds=w.wait_seconds,
             fail_on_pending=w.fail_on_pending,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[workload]),

@@ -12,6 +12,7 @@ import pytest
 from kubernetes import client
 
 from components.gpu import hami_annotations as ha
+from components.ops import workload_wait as ww
 from components.ops.release import daemon
 from components.ops.release import lock as lr
 from tests.support.cluster import add_node
@@ -176,8 +177,8 @@ def test_unbound_pod_times_out_with_the_scheduler_reason(cluster):
         name,
         SCHEDULER_SAYS.format("CardInsufficientCore"),
     )
-    (result,) = lr.wait_for_pods(core, "default", timeout=1.0, names=[name], interval=0.2)
-    assert result.name == name and result.outcome.status == lr.NOT_BOUND
+    (result,) = ww.wait_for_pods(core, "default", timeout=1.0, names=[name], interval=0.2)
+    assert result.name == name and result.outcome.status == ww.NOT_BOUND
     assert "CardInsufficientCore" in result.outcome.detail
 
 
@@ -189,8 +190,8 @@ def test_the_wait_only_reads_and_says_who_did_not_finish(cluster, node):
     held = lock_for(stuck)
     lock(core, node, held)
     before = core.read_namespaced_pod(stuck, "default").metadata.resource_version
-    (result,) = lr.wait_for_pods(core, "default", timeout=1.0, names=[stuck], interval=0.2)
-    assert result.outcome.status == lr.ALLOCATING and "release controller" in result.outcome.detail
+    (result,) = ww.wait_for_pods(core, "default", timeout=1.0, names=[stuck], interval=0.2)
+    assert result.outcome.status == ww.ALLOCATING and "release controller" in result.outcome.detail
     assert core.read_namespaced_pod(stuck, "default").metadata.resource_version == before
     assert node_lock(core, node) == held
     plain = f"plain-{uuid.uuid4().hex[:6]}"
@@ -201,11 +202,11 @@ def test_the_wait_only_reads_and_says_who_did_not_finish(cluster, node):
             spec=client.V1PodSpec(node_name=node, containers=[client.V1Container(name="c", image="busybox")]),
         ),
     )
-    (result,) = lr.wait_for_pods(core, "default", timeout=0.5, names=[plain], interval=0.2)
-    assert result.outcome.status == lr.NO_HAMI and "without HAMi" in result.outcome.detail
+    (result,) = ww.wait_for_pods(core, "default", timeout=0.5, names=[plain], interval=0.2)
+    assert result.outcome.status == ww.NO_HAMI and "without HAMi" in result.outcome.detail
     done = bound_pod(core, node, phase=ha.PHASE_SUCCESS)
-    (result,) = lr.wait_for_pods(core, "default", timeout=5, names=[done], interval=0.2)
-    assert result.outcome == lr.Outcome(lr.BOUND, node)
+    (result,) = ww.wait_for_pods(core, "default", timeout=5, names=[done], interval=0.2)
+    assert result.outcome == ww.Outcome(ww.BOUND, node)
 
 
 def test_release_command_one_pass_touches_only_allocating_pods(cluster, node, tmp_path):

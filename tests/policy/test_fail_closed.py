@@ -48,7 +48,8 @@ def gpu_template(kind: str, name: str, count: int, tenant: str = "team-a", **spe
         ("ReplicationController", {}),
         ("StatefulSet", {}),
         ("ReplicaSet", {}),
-        ("Deployment", {}),
+        ("Deployment", {"strategy": {"type": "Recreate"}}),
+        ("Deployment", {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0}}}),
         ("Job", {}),
         ("CronJob", {"concurrencyPolicy": "Forbid"}),
     ],
@@ -60,6 +61,34 @@ def test_over_budget_counted_kinds_are_refused(kind, extra):
         props["spec"]["jobTemplate"]["spec"]["parallelism"] = 2
     (msg,) = run_stack("gpu-quota-per-tenant", [(typ, props)])
     assert "tenant team-a is over its GPU quota" in msg and f"{kind} two x2" in msg
+
+
+@pytest.mark.parametrize(
+    ("strategy", "counted"),
+    [
+        (None, "x1 +1 surge"),  # the API's default: RollingUpdate, maxSurge 25 % rounded up
+        ({"type": "RollingUpdate"}, "x1 +1 surge"),
+        ({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}, "x1 +1 surge"),
+        ({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "100%"}}, "x1 +1 surge"),
+    ],
+)
+def test_a_deployment_that_surges_is_counted_at_its_rollouts_peak(strategy, counted):
+    """One whole card fits the budget; its rollout's surge pod would need a second one."""
+    extra = {"strategy": strategy} if strategy else {}
+    (msg,) = run_stack("gpu-quota-per-tenant", [gpu_template("Deployment", "surging", 1, **extra)])
+    assert f"Deployment surging {counted}" in msg and "gpucores % 200 > quota 100" in msg
+    (fit,) = run_stack("gpu-fleet-fit", [gpu_template("Deployment", "surging", 1, **extra)])
+    assert "Deployment surging[1] cannot be placed" in fit
+
+
+def test_a_daemonset_that_surges_counts_its_surge_per_node():
+    two_nodes = {"tenants": [{**CONFIG["tenants"][0], "pools": [{"name": "worker", "nodes": 2}]}]}
+    slices = {"nvidia.com/gpumem": "30000", "nvidia.com/gpucores": "20"}  # two fit the budget, three do not
+    typ, props = obj("DaemonSet", "ds", pod_spec(container(slices)), "team-a")
+    assert run_stack("gpu-quota-per-tenant", [(typ, props)], config=two_nodes) == []
+    props["spec"]["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "50%"}}
+    (msg,) = run_stack("gpu-quota-per-tenant", [(typ, props)], config=two_nodes)
+    assert "DaemonSet ds x2 +1 surge" in msg
 
 
 def test_a_daemonset_counts_once_per_node():

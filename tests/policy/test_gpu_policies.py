@@ -232,10 +232,21 @@ def test_unknown_replicas_count_as_one_and_are_said():
     assert "unknown spec.replicas (counted at the least it can be: one replica" in said
     pods = [slice_pod(f"p{i}") for i in range(3)] + [(typ, props)]
     (msg,) = run_stack("gpu-quota-per-tenant", pods)
+    # One replica at least, and the default rollout's surge (25 % of one, rounded up): 3 + 2 pods.
     assert (
-        "gpucores % 120 > quota 100" in msg
-        and "Deployment d (values unknown at preview, counted at their least) x1" in msg
+        "gpucores % 150 > quota 100" in msg
+        and "Deployment d (values unknown at preview, counted at their least) x1 +1 surge" in msg
     )
+
+
+def test_an_unknown_strategy_counts_at_its_least_and_is_said():
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
+
+    typ, props = obj("Deployment", "d", pod_spec(container({"nvidia.com/gpucores": "30"})), replicas=3)
+    props["spec"]["strategy"] = {"type": UNKNOWN_STRING_VALUE}
+    w = go.workload_of(typ, unknown_checking_proxy(props), "d")
+    demand = gt.demand_of(w, gt.tenants_for(CONFIG).by_name["team-a"], lambda _m: None)
+    assert demand.surge == 0 and "strategy" in " ".join(w.unknown)
 
 
 # --- stack policies: quota sums and fleet fit -------------------------------------------------
@@ -264,12 +275,16 @@ def test_deployment_replicas_count_against_quota():
     ok = obj(
         "Deployment", "d", pod_spec(container({"nvidia.com/gpumem": "20000", "nvidia.com/gpucores": "20"})), replicas=4
     )
+    # The API's default rollout surges one pod (25 % of 4): five 20000 MB pods do not fit the budget.
+    (msg,) = run_stack("gpu-quota-per-tenant", [ok])
+    assert "gpumem MB 100000 > quota 81920" in msg and "Deployment d x4 +1 surge" in msg
+    ok[1]["spec"]["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
     assert run_stack("gpu-quota-per-tenant", [ok]) == []
     over = obj(
         "Deployment", "d", pod_spec(container({"nvidia.com/gpumem": "20000", "nvidia.com/gpucores": "10"})), replicas=5
     )
     (msg,) = run_stack("gpu-quota-per-tenant", [over])
-    assert "gpumem MB 100000 > quota 81920" in msg and "Deployment d x5" in msg
+    assert "gpumem MB 140000 > quota 81920" in msg and "Deployment d x5 +2 surge" in msg  # 25 % of 5, up
 
 
 def test_whole_card_pods_on_the_l4_node():

@@ -17,7 +17,7 @@ from components.gpu.catalog import GPU_MODELS
 from components.gpu.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM, RES_GPUMEM_PERCENTAGE
 from components.gpu.requests import Demand, GpuRequest, PodRequest, parse_request
 from components.gpu.rules import Fleet, pack
-from components.tenant.gpu_workload import pod_annotations, pod_spec
+from components.tenant.gpu_workload import deployment_spec, pod_annotations, pod_spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "policy"))
 import gpu_policies as gp  # noqa: E402
@@ -44,6 +44,11 @@ def tenants(draw):
         w = {"name": f"w{j}", "kind": kind, "image": "busybox"}
         if kind == "Deployment":
             w["replicas"] = draw(st.integers(1, 4))
+            rollout = draw(st.sampled_from(["default", "recreate", "surge"]))
+            if rollout == "recreate":
+                w["rollout"] = {"strategy": "Recreate"}
+            elif rollout == "surge":
+                w["rollout"] = {"maxSurge": draw(st.integers(1, 2)), "maxUnavailable": draw(st.integers(0, 1))}
         shape = draw(st.sampled_from(["slice", "bare", "cores-only"]))
         if shape == "slice":
             w["gpumemMb"] = draw(st.integers(1000, card.memory_mb))
@@ -90,7 +95,7 @@ def pack_verdict(tenant: dict) -> tuple[bool, bool]:
             typ, props = "kubernetes:core/v1:Pod", {"metadata": meta, "spec": pod_spec(wl)}
         else:
             typ = "kubernetes:apps/v1:Deployment"
-            props = {"metadata": meta, "spec": {"replicas": wl.replicas, "template": {"spec": pod_spec(wl)}}}
+            props = {"metadata": meta, "spec": deployment_spec(wl, meta["labels"])}
         resources.append(PolicyResource(typ, props, f"urn:x::{wl.name}", wl.name, OPTS, None, None, [], {}))
     config = {"tenants": [bare]}
     out: dict[str, list[str]] = {}

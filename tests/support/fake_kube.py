@@ -210,3 +210,58 @@ class FakeCore:
 
     def pod(self, namespace: str, name: str) -> dict[str, Any]:
         return copy.deepcopy(self.pods[(namespace, name)])
+
+
+@dataclass
+class FakeApps:
+    """The AppsV1Api reads the rollout wait makes: Deployments and their ReplicaSets."""
+
+    deployments: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    replica_sets: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+
+    def put_deployment(
+        self, namespace: str, name: str, generation: int, observed: int, revision: str, labels: dict[str, str]
+    ) -> dict[str, Any]:
+        self.deployments[(namespace, name)] = {
+            "metadata": {
+                "namespace": namespace,
+                "name": name,
+                "uid": f"uid-{namespace}-{name}",
+                "generation": generation,
+                "labels": dict(labels),
+                "annotations": {"deployment.kubernetes.io/revision": revision},
+            },
+            "status": {"observedGeneration": observed},
+        }
+        return self.deployments[(namespace, name)]
+
+    def put_replica_set(
+        self,
+        namespace: str,
+        deployment: str,
+        revision: str,
+        template_hash: str,
+        labels: dict[str, str],
+        failure: str | None = None,
+    ) -> None:
+        name = f"{deployment}-{template_hash}"
+        conditions = [{"type": "ReplicaFailure", "status": "True", "message": failure}] if failure else []
+        self.replica_sets[(namespace, name)] = {
+            "metadata": {
+                "namespace": namespace,
+                "name": name,
+                "labels": {**labels, "pod-template-hash": template_hash},
+                "annotations": {"deployment.kubernetes.io/revision": revision},
+                "ownerReferences": [{"kind": "Deployment", "name": deployment, "uid": f"uid-{namespace}-{deployment}"}],
+            },
+            "status": {"conditions": conditions},
+        }
+
+    def read_namespaced_deployment(self, name: str, namespace: str, **_kw: Any) -> _Response:
+        if (namespace, name) not in self.deployments:
+            raise ApiException(status=404, reason="Not Found")
+        return _Response(self.deployments[(namespace, name)])
+
+    def list_namespaced_replica_set(self, namespace: str, label_selector: str | None = None, **_kw: Any) -> _Response:
+        items = [r for (ns, _), r in self.replica_sets.items() if ns == namespace and selects(label_selector, r)]
+        return _Response({"items": items})

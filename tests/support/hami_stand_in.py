@@ -5,6 +5,7 @@ annotations, then the Binding. What it does NOT do is HAMi's scheduling decision
 
 from __future__ import annotations
 
+import threading
 import time
 from contextlib import suppress
 from datetime import UTC, datetime
@@ -142,3 +143,31 @@ def wait_released(core: client.CoreV1Api, namespace: str, pod: str, node: str, t
     with suppress(TimedOut):
         return wait_until(released, timeout=timeout, interval=0.05)
     raise TimeoutError(f"{namespace}/{pod} not released on {node} within {timeout} s")
+
+
+class StandInBinder:
+    """Binds every pod that asks for HAMi's scheduler to one node, one at a time (each after the
+    previous pod's lock is released), as HAMi's Bind leaves it: for the engine tests of
+    workloads on clusters that run no HAMi. No scheduling decision: every pod fits."""
+
+    def __init__(self, core: client.CoreV1Api, node: str):
+        self.core, self.node = core, node
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> StandInBinder:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            for pod in self.core.list_pod_for_all_namespaces(field_selector="spec.nodeName=").items:
+                if pod.spec.scheduler_name != ha.SCHEDULER_NAME or pod.metadata.deletion_timestamp:
+                    continue
+                with suppress(client.ApiException, TimeoutError):
+                    wait_lock_free(self.core, self.node, timeout=30)
+                    hami_bind(self.core, pod.metadata.namespace, pod.metadata.name, self.node)

@@ -27,7 +27,11 @@ def test_dev_config_is_valid():
 
 def mutate(path: str, value: object) -> dict:
     """Copy of the dev config with one value replaced (path like 'tenants.0.quota.gpumemMb')."""
-    config = copy.deepcopy(DEV)
+    return mutate_in(DEV, path, value)
+
+
+def mutate_in(base: dict, path: str, value: object) -> dict:
+    config = copy.deepcopy(base)
     head, *rest = path.split(".")
     node = config[f"gpu-tenancy:{head}"]
     for i, part in enumerate(rest):
@@ -95,6 +99,52 @@ BAD = [
     ("tenants.0.workloads.0.image", "Busybox", "gpu-tenancy:tenants[0].workloads[0].image", "an image reference"),
     ("tenants.0.workloads.0.image", "busybox:", "gpu-tenancy:tenants[0].workloads[0].image", "an image reference"),
     ("tenants.0.workloads.0.image", "a b", "gpu-tenancy:tenants[0].workloads[0].image", "an image reference"),
+    # Rollouts: what the API server refuses, and a surge the budget or the card has no room for
+    # (shared-a100 is 3 x 30 % of team-a's one card and 100 % quota).
+    (
+        "tenants.0.workloads.0.rollout",
+        {"maxSurge": 1},
+        "gpu-tenancy:tenants[0].workloads",
+        "gpucores % 120 > quota 100 (counted at their rollout's peak: Deployment shared-a100 x3 +1 surge",
+    ),
+    (
+        "tenants.0.workloads.0.rollout",
+        {"maxSurge": 1, "maxUnavailable": 0},
+        "gpu-tenancy:tenants[0].workloads",
+        "x3 +1 surge",
+    ),
+    (
+        "tenants.0.workloads.0.rollout",
+        {"maxSurge": 0, "maxUnavailable": 0},
+        "gpu-tenancy:tenants[0].workloads[0].rollout.maxUnavailable",
+        "cannot both be 0",
+    ),
+    (
+        "tenants.0.workloads.0.rollout",
+        {"strategy": "Recreate", "maxUnavailable": 1},
+        "gpu-tenancy:tenants[0].workloads[0].rollout.maxUnavailable",
+        "applies to RollingUpdate only",
+    ),
+    (
+        "tenants.0.workloads.0.rollout",
+        {"strategy": "Recreate", "maxSurge": 0},
+        "gpu-tenancy:tenants[0].workloads[0].rollout.maxSurge",
+        "applies to RollingUpdate only",
+    ),
+    (
+        "tenants.0.workloads.0.rollout",
+        {"strategy": "BlueGreen"},
+        "gpu-tenancy:tenants[0].workloads[0].rollout.strategy",
+        "must be one of RollingUpdate, Recreate",
+    ),
+    (
+        "tenants.0.workloads.0.rollout",
+        {"maxSurge": "25%"},
+        "gpu-tenancy:tenants[0].workloads[0].rollout.maxSurge",
+        "must be an integer 0-100",
+    ),
+    ("tenants.0.workloads.0.rollout", {"surge": 1}, "gpu-tenancy:tenants[0].workloads[0].rollout.surge", ""),
+    ("tenants.0.workloads.0.rollout", "Recreate", "gpu-tenancy:tenants[0].workloads[0].rollout", ""),
 ]
 
 GOOD = [
@@ -105,7 +155,29 @@ GOOD = [
     ("tenants.0.serviceCidr", "10.96.0.0/12"),
     ("tenants.0.workloads.0.image", "registry.example.com:5000/team/app@sha256:" + "a" * 64),
     ("tenants.0.workloads.0.image", "busybox"),
+    ("tenants.0.workloads.0.rollout", {"strategy": "Recreate"}),
+    ("tenants.0.workloads.0.rollout", {"maxSurge": 0, "maxUnavailable": 3}),
+    ("tenants.0.workloads.0.rollout", {}),
 ]
+
+
+def test_a_deployment_rolls_out_one_pod_at_a_time_by_default_and_a_pod_has_no_rollout():
+    team_a = load_stack_config("gpu-tenancy", raw(DEV)).tenants[0]
+    (w,) = team_a.workloads
+    assert w.strategy == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+    demand = w.demand(team_a.gpu.model)
+    assert (demand.replicas, demand.surge, demand.usage.gpucores) == (3, 0, 90)
+    config = mutate("tenants.0.workloads.0.kind", "Pod")
+    config = mutate_in(config, "tenants.0.workloads.0.replicas", 1)
+    config = mutate_in(config, "tenants.0.workloads.0.rollout", {"strategy": "Recreate"})
+    with pytest.raises(ConfigError) as err:
+        load_stack_config("gpu-tenancy", raw(config))
+    assert err.value.problems == [
+        (
+            "gpu-tenancy:tenants[0].workloads[0].rollout",
+            "a Pod has no rollout (it is replaced whole); use kind Deployment",
+        )
+    ]
 
 
 @pytest.mark.parametrize(("path", "value"), GOOD, ids=[g[0] + "=" + str(g[1])[:30] for g in GOOD])

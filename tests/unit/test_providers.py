@@ -16,6 +16,7 @@ from components.providers import webhook_probe as wp_provider
 from components.providers.bound_token import BoundTokenProvider
 from components.providers.node_gpu_capacity import NodeGpuCapacityProvider
 from components.providers.node_membership import NodeMembershipProvider
+from components.providers.release_wait import ReleaseWaitProvider
 from components.providers.webhook_probe import HamiWebhookProbeProvider
 
 
@@ -40,6 +41,11 @@ def test_each_states_its_own_keys():
     probe = HamiWebhookProbeProvider()
     assert probe.diff("x", {"hami_revision": 1}, {"hami_revision": 2}).replaces == []
     assert probe.diff("x", {"hami_revision": 1}, {"hami_revision": 2}).changes
+    # a Deployment's new generation (any spec change) is a rollout to wait for, not a new wait
+    wait, olds = ReleaseWaitProvider(), {"namespace": "ml", "workload": "w", "workload_uid": "u", "generation": 1}
+    rolled = wait.diff("ml/w", olds, {**olds, "generation": 2})
+    assert rolled.changes and rolled.replaces == []
+    assert wait.diff("ml/w", olds, {**olds, "workload_uid": "u2"}).replaces == ["workload_uid"]
 
 
 def stamp(seconds: float) -> str:

@@ -5,8 +5,7 @@ node keeps `hami.io/mutex.lock` and every later GPU pod on it waits for the lock
 module does what the real plugin does, and only that: on nodes labelled as mock-GPU nodes, it
 releases a lock only while the lock's value names the pod, and leaves malformed or foreign
 locks alone. The release controller (every GPU pod, watched) is the one writer: it calls
-`release_pod`. The ReleaseWait provider only reads: `wait_for_pods` waits for the stack's own
-workloads to be bound and released, and says why when they are not.
+`release_pod`. The ReleaseWait provider only reads (components.ops.workload_wait).
 """
 
 from __future__ import annotations
@@ -19,9 +18,7 @@ from typing import Any
 
 from components.config.names import MOCK_GPU_NODE_LABEL
 from components.gpu import hami_annotations as ha
-from components.ops import hami_reasons
 from components.ops.kube import get_json, get_json_or_none, http_status
-from components.ops.waiting import TimedOut, wait_until
 
 log = logging.getLogger("gpu-tenancy.lock-release")
 
@@ -33,10 +30,6 @@ POD_GONE = "pod-gone"
 NODE_GONE = "node-gone"
 NOT_MOCK = "not-mock"  # the node's own device plugin finishes allocation: not ours to touch
 FAILED = "failed"  # HAMi marked the allocation failed
-# What a read-only wait finds (wait_for_pods).
-BOUND = "bound"  # bound, bind-phase success
-ALLOCATING = "allocating"  # bound, bind-phase still allocating: nobody released it
-NO_HAMI = "no-hami"  # bound without HAMi's annotations (the default scheduler placed it)
 CONFLICT_RETRIES = 8
 
 # Lock results.
@@ -261,83 +254,3 @@ def release_orphaned_locks(core: Any, pods: list[Obj], node_label: tuple[str, st
                 )
                 released += 1
     return released
-
-
-@dataclass(frozen=True)
-class PodResult:
-    name: str
-    outcome: Outcome
-
-
-def allocation_outcome(pod_obj: Obj) -> Outcome:
-    """Where HAMi's allocation of one pod stands, read only: bound with bind-phase success
-    (BOUND), marked failed (FAILED), bound but not released (ALLOCATING), bound without HAMi
-    (NO_HAMI: the default scheduler placed it), or not bound yet (NOT_BOUND)."""
-    phase = annotations(pod_obj).get(ha.BIND_PHASE)
-    node = (pod_obj.get("spec") or {}).get("nodeName")
-    if phase == ha.PHASE_FAILED:
-        return Outcome(FAILED, node, "HAMi marked the allocation failed (bind-phase failed)")
-    if not node:
-        return Outcome(NOT_BOUND)
-    if phase == ha.PHASE_SUCCESS:
-        return Outcome(BOUND, node)
-    if phase == ha.PHASE_ALLOCATING:
-        return Outcome(
-            ALLOCATING,
-            node,
-            f"bound to {node} but HAMi's allocation was never finished (bind-phase allocating): "
-            "the tenant's release controller (fake cards) or the node's device plugin did not release it",
-        )
-    return Outcome(
-        NO_HAMI,
-        node,
-        f"bound to {node} without HAMi (no {ha.BIND_PHASE}): the default scheduler placed it, so HAMi's "
-        "webhook did not set schedulerName (is it reachable from the tenant API server?)",
-    )
-
-
-def wait_for_pods(
-    core: Any,
-    namespace: str,
-    timeout: float,
-    names: list[str] | None = None,
-    selector: str | None = None,
-    count: int = 0,
-    interval: float = 0.5,
-) -> list[PodResult]:
-    """Until every pod of a workload is bound with HAMi's allocation finished (or failed): the
-    release controller (or a real device plugin) does the finishing; this only reads.
-
-    Pods are given by name, or by label selector plus the number expected (a Deployment's
-    pods appear over time). At the deadline, pods still unbound carry HAMi's reason.
-    """
-    finished: dict[str, Outcome] = {}
-    state: dict[str, Any] = {"current": [], "outcomes": {}}
-
-    def look() -> bool:
-        if names is not None:
-            pods = {n: get_json_or_none(core.read_namespaced_pod, n, namespace) for n in names}
-        else:
-            listed = get_json(core.list_namespaced_pod, namespace, label_selector=selector).get("items", [])
-            pods = {p["metadata"]["name"]: p for p in listed if not p["metadata"].get("deletionTimestamp")}
-        outcomes = {n: allocation_outcome(p) if p else Outcome(POD_GONE) for n, p in sorted(pods.items())}
-        finished.update({n: o for n, o in outcomes.items() if o.status in (BOUND, FAILED)})
-        state["current"], state["outcomes"] = list(outcomes), outcomes
-        enough = names is not None or len(outcomes) >= count
-        return enough and all(n in finished for n in outcomes)
-
-    try:
-        wait_until(look, timeout=timeout, interval=interval, what="HAMi's allocation of the workload's pods")
-        return [PodResult(n, finished[n]) for n in state["current"]]
-    except TimedOut:
-        pass
-    current, outcomes = state["current"], state["outcomes"]
-    results = []
-    for pod in current:
-        outcome = finished.get(pod) or outcomes[pod]
-        if outcome.status == NOT_BOUND:
-            outcome = Outcome(NOT_BOUND, None, hami_reasons.pending_reason(core, namespace, pod).text)
-        results.append(PodResult(pod, outcome))
-    if names is None and len(current) < count:
-        results.append(PodResult("", Outcome(NOT_BOUND, None, f"{len(current)} of {count} pods exist")))
-    return results

@@ -1,0 +1,55 @@
+"""Tenant-level test program: one GPU workload (config `workload`) with the budget share the
+tenant component gives it (GpuQuota, declared use counted at the rollout's peak), on an adopted
+cluster (secret config `kubeconfig`). Config `webhookStandIn: true` sets the pods'
+schedulerName as HAMi's webhook does, for clusters that run no HAMi."""
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config.load import load_stack_config
+from components.gpu import hami_annotations as ha
+from components.gpu.requests import total_usage
+from components.tenant.gpu_quota import GpuQuota, GpuQuotaArgs
+from components.tenant.gpu_workload import GpuWorkload, GpuWorkloadArgs
+
+config = pulumi.Config()
+kubeconfig = config.require_secret("kubeconfig")
+provider = k8s.Provider("adopted", kubeconfig=kubeconfig)
+tenant = {
+    "name": "team-a",
+    "gpu": {"model": "A100-80GB", "cardsPerNode": 1},
+    "quota": {"gpus": 4, "gpumemMb": 81920, "gpucoresPercent": 100},
+    "workloads": [config.require_object("workload")],
+}
+cfg = load_stack_config(pulumi.get_project(), {"tenants": [tenant]})
+t = cfg.tenants[0]
+(w,) = t.workloads
+quota = GpuQuota(
+    "quota",
+    GpuQuotaArgs(
+        budget=t.quota.quota,
+        declared={w.namespace: total_usage([w.demand(t.gpu.model)])},
+        tenant="team-a",
+        provider=provider,
+    ),
+)
+
+
+def as_hami_webhook_leaves_it(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+    if args.type_ != "kubernetes:apps/v1:Deployment":
+        return None
+    props = dict(args.props)
+    template = props["spec"]["template"]
+    pod = {**template["spec"], "schedulerName": ha.SCHEDULER_NAME}
+    props["spec"] = {**props["spec"], "template": {**template, "spec": pod}}
+    return pulumi.ResourceTransformResult(props, args.opts)
+
+
+stand_in = config.get_bool("webhookStandIn") or False
+workload = GpuWorkload(
+    "wl",
+    GpuWorkloadArgs(tenant="team-a", workload=w, provider=provider, kubeconfig=kubeconfig, depends_on=[quota]),
+    opts=pulumi.ResourceOptions(transforms=[as_hami_webhook_leaves_it] if stand_in else None),
+)
+pulumi.export("pods", workload.release.pods)
+pulumi.export("shares", {ns: [q.gpus, q.gpumem_mb, q.gpucores] for ns, q in quota.shares.items()})
