@@ -24,6 +24,15 @@ KAMAJI_IMAGE_TAG = "26.8.2-edge"
 HAMI_CHART = "hami"
 HAMI_REPO = "https://project-hami.github.io/HAMi/"
 HAMI_CHART_VERSION = "2.8.3"
+# The chart's own images (device plugin and its monitor) stay at the chart's version; the
+# scheduler extender runs v2.10.0. HAMi 2.8.3's Filter drops a pod's earlier allocation record
+# without its quota usage, so each re-filter (every bind refused by the node lock, routine when
+# several GPU pods start on one node) charges the pod again: a namespace whose ResourceQuota
+# equals its use (every workload namespace here) starves with ResourceQuotaNotFit until HAMi
+# restarts. 2.10.0 removes the usage with the record. Its scheduler takes chart 2.8.3's flags,
+# device config, RBAC (the same rules) and webhook as they are: the real-HAMi tier runs it so.
+HAMI_CHART_IMAGE_TAG = "v2.8.3"
+HAMI_EXTENDER_IMAGE_TAG = "v2.10.0"
 
 KUBE_SCHEDULER_REGISTRY = "registry.k8s.io"
 KUBE_SCHEDULER_REPOSITORY = "kube-scheduler"

@@ -47,13 +47,16 @@ def hami_values(kubernetes_version: str, hami: HamiConfig, real_gpus: bool = Fal
     - kube-scheduler from registry.k8s.io at the tenant's own version (the chart default is a
       mirror registry and an empty tag derived from a cluster version it cannot see), at the
       stack's log level;
-    - the extender with the stack's client rate, log level, node policy and lock expiry
-      (extender_args);
+    - the extender at HAMI_EXTENDER_IMAGE_TAG (see versions), the chart's other images at the
+      chart's own tag (`global.imageTag` would set all three), with the stack's client rate, log
+      level, node policy and lock expiry (extender_args);
     - ClusterIP service: the chart's fixed NodePorts would collide between installs.
     """
     on_docker_workers = {POOL_MODE_LABEL: POOL_DOCKER}
+    chart_tag = {"tag": versions.HAMI_CHART_IMAGE_TAG}
     return {
-        "devicePlugin": {"enabled": real_gpus},
+        "global": {"imageTag": ""},
+        "devicePlugin": {"enabled": real_gpus, "image": chart_tag, "monitor": {"image": chart_tag}},
         "mockDevicePlugin": {"enabled": not real_gpus},
         "scheduler": {
             "nodeSelector": on_docker_workers,
@@ -70,7 +73,7 @@ def hami_values(kubernetes_version: str, hami: HamiConfig, real_gpus: bool = Fal
                 },
                 "extraNewArgs": ["--config=/config/config.yaml", f"-v={hami.log_level}"],
             },
-            "extender": {"extraArgs": extender_args(hami)},
+            "extender": {"image": {"tag": versions.HAMI_EXTENDER_IMAGE_TAG}, "extraArgs": extender_args(hami)},
             "service": {"type": "ClusterIP"},
         },
     }

@@ -175,7 +175,12 @@ def test_chart_values(rec):
     h = rec.named("team-b-hami-release").inputs
     assert (h["chart"], h["version"], h["name"], h["namespace"]) == ("hami", "2.8.3", "hami", "hami-system")
     v = h["values"]
-    assert v["devicePlugin"] == {"enabled": False} and v["mockDevicePlugin"] == {"enabled": True}
+    assert v["devicePlugin"]["enabled"] is False and v["mockDevicePlugin"] == {"enabled": True}
+    # The extender at v2.10.0 (2.8.3 leaks quota usage on re-filter); the chart's other images at
+    # its own tag: the chart's global.imageTag, when set, wins over every image's own tag.
+    assert v["global"] == {"imageTag": ""}
+    assert v["scheduler"]["extender"]["image"] == {"tag": "v2.10.0"}
+    assert v["devicePlugin"]["image"] == v["devicePlugin"]["monitor"]["image"] == {"tag": "v2.8.3"}
     assert v["scheduler"]["kubeScheduler"]["image"] == {
         "registry": "registry.k8s.io",
         "repository": "kube-scheduler",

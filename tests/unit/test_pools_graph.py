@@ -195,7 +195,7 @@ def test_registration_gate_expects_every_simulated_node(kwok):
 def test_fake_cards_keep_the_mock_plugin_and_scheduler_on_docker_workers(kwok):
     for team in ("team-a", "team-b"):
         v = kwok.named(f"{team}-hami-release").inputs["values"]
-        assert v["devicePlugin"] == {"enabled": False} and v["mockDevicePlugin"] == {"enabled": True}
+        assert v["devicePlugin"]["enabled"] is False and v["mockDevicePlugin"] == {"enabled": True}
         assert v["scheduler"]["nodeSelector"] == {"gpu-tenancy/pool-mode": "docker"}
         assert v["scheduler"]["patch"]["nodeSelector"] == {"gpu-tenancy/pool-mode": "docker"}
 
@@ -246,11 +246,11 @@ def test_real_gpu_tenant_has_no_fake_inventory_and_no_release_controller(ext):
 
 def test_real_gpu_tenant_runs_nvidias_plugin(ext):
     a = ext.named("team-a-hami-release").inputs["values"]
-    assert a["devicePlugin"] == {"enabled": True} and a["mockDevicePlugin"] == {"enabled": False}
+    assert a["devicePlugin"]["enabled"] is True and a["mockDevicePlugin"] == {"enabled": False}
     assert a["scheduler"]["nodeSelector"] == {"gpu-tenancy/pool-mode": "docker"}
     assert a["scheduler"]["patch"]["nodeSelector"] == {"gpu-tenancy/pool-mode": "docker"}
     b = ext.named("team-b-hami-release").inputs["values"]
-    assert b["devicePlugin"] == {"enabled": False} and b["mockDevicePlugin"] == {"enabled": True}
+    assert b["devicePlugin"]["enabled"] is False and b["mockDevicePlugin"] == {"enabled": True}
     # no fake card to wait for: the real plugin registers the machines' cards when they join
     assert ext.named("team-a-hami-registration").inputs["expected"] == {}
 
