@@ -4,26 +4,16 @@ cluster (secret config `kubeconfig`). Config `webhookStandIn: true` sets the pod
 schedulerName as HAMi's webhook does, for clusters that run no HAMi."""
 
 import pulumi
-import pulumi_kubernetes as k8s
 
-from components.config.load import load_stack_config
 from components.gpu import hami_annotations as ha
 from components.gpu.requests import total_usage
 from components.tenant.gpu_quota import GpuQuota, GpuQuotaArgs
 from components.tenant.gpu_workload import GpuWorkload, GpuWorkloadArgs
+from tests.support.tenant_program import adopted_tenant
 
 config = pulumi.Config()
-kubeconfig = config.require_secret("kubeconfig")
-provider = k8s.Provider("adopted", kubeconfig=kubeconfig)
-tenant = {
-    "name": "team-a",
-    "gpu": {"model": "A100-80GB", "cardsPerNode": 1},
-    "quota": {"gpus": 4, "gpumemMb": 81920, "gpucoresPercent": 100},
-    "workloads": [config.require_object("workload")],
-}
-cfg = load_stack_config(pulumi.get_project(), {"tenants": [tenant]})
-t = cfg.tenants[0]
-(w,) = t.workloads
+lab = adopted_tenant({"gpus": 4, "gpumemMb": 81920, "gpucoresPercent": 100})
+t, w, provider, kubeconfig = lab.tenant, lab.workload, lab.provider, lab.kubeconfig
 quota = GpuQuota(
     "quota",
     GpuQuotaArgs(
