@@ -13,6 +13,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from components.config.load import load_stack_file
 from tests.support.harness import load_config_file
 from tests.support.policy_pack import TEAM_A, TEAM_B
 from tests.support.tcp_proxy import TcpProxy
@@ -167,13 +168,16 @@ def test_deployment_replicas_are_counted(program):
     }
     result = program([over])
     assert result.returncode != 0
-    assert "gpumem MB 100000 > quota 81920" in result.stdout
+    # no strategy: Kubernetes' default surge, 25 % of 5 rounded up, is counted too
+    assert "gpumem MB 140000 > quota 81920" in result.stdout and "Deployment d x5 +2 surge" in result.stdout
 
 
 def test_dev_stack_quotas_and_workloads_pass_from_the_stack_config(program):
     """No --policy-pack-config: the pack reads the quotas from the stack's own config (here the
     dev stack's tenants), and the dev stack's declared workloads pass."""
     dev = load_config_file(ROOT / "Pulumi.dev.yaml")
+    # each workload's rollout strategy as the program sets it on its Deployment
+    strategies = {w.name: w.strategy for t in load_stack_file(ROOT / "Pulumi.dev.yaml").tenants for w in t.workloads}
     workloads = []
     for t in dev["gpu-tenancy:tenants"]:
         for w in t.get("workloads", []):
@@ -193,6 +197,7 @@ def test_dev_stack_quotas_and_workloads_pass_from_the_stack_config(program):
                     "replicas": w.get("replicas", 1),
                     "tenant": t["name"],
                     "limits": limits,
+                    **({"spec": {"strategy": strategies[w["name"]]}} if w.get("kind") == "Deployment" else {}),
                 }
             )
     assert len(workloads) == 2
