@@ -36,6 +36,7 @@ from components.config.fields import (
     string,
 )
 from components.config.names import kwok_name, release_controller_container, worker_name, workload_resource
+from components.config.tenant_version import create_refusal
 from components.gpu.catalog import GPU_MODELS, GpuModel
 from components.gpu.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM
 from components.gpu.requests import INT32_MAX, Demand, GpuRequest, PodRequest, Quota, pod_request
@@ -281,7 +282,10 @@ class TenantConfig(Section):
     ) = Field(description="the tenant's name; every name the lab derives for it starts with it")
     kubernetes_version: choice(
         tuple(versions.KIND_NODE_IMAGES),
-        lambda v: f"no worker image is pinned for {v!r}; pinned: {', '.join(versions.KIND_NODE_IMAGES)}",
+        lambda v: (
+            (isinstance(v, str) and create_refusal(v) or f"no worker image is pinned for {v!r}")
+            + f"; pinned: {', '.join(versions.KIND_NODE_IMAGES)}"
+        ),
     ) = Field(versions.DEFAULT_TENANT_VERSION, description="one with a pinned worker image")
     pools: Annotated[tuple[PoolConfig, ...], BeforeValidator(list_of("pools"))] = Field(
         DEFAULT_POOLS,

@@ -20,6 +20,9 @@ KAMAJI_CHART = "kamaji"
 KAMAJI_REPO = "https://clastix.github.io/charts"
 KAMAJI_CHART_VERSION = "0.0.0+latest"
 KAMAJI_IMAGE_TAG = "26.8.2-edge"
+# The kubeadm that Kamaji 26.8.2-edge embeds (internal/upgrade/kubeadm_version.go): the highest
+# tenant minor it accepts (see tenant_version).
+KAMAJI_KUBEADM_VERSION = "v1.36.0"
 
 HAMI_CHART = "hami"
 HAMI_REPO = "https://project-hami.github.io/HAMi/"

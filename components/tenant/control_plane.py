@@ -21,6 +21,7 @@ from components.config.names import (
     tenant_namespace,
     tenant_provider,
 )
+from components.providers.tenant_version import TenantVersion
 from components.tenant.automation_identity import AutomationIdentity
 
 TCP_API_VERSION = "kamaji.clastix.io/v1alpha1"
@@ -51,6 +52,18 @@ PREVIOUS_TYPE = "gpu-tenancy:index:Tenant"
 def datastore_schema(project: str, stack: str, tenant: str) -> str:
     """Per-tenant etcd key prefix; immutable in Kamaji, so derived from stable names only."""
     return f"{project}_{stack}_{tenant}".replace("-", "_")
+
+
+def control_plane_metadata(t: TenantConfig, namespace: pulumi.Input[str]) -> dict[str, Any]:
+    """Its name and namespace, and the annotations that make Pulumi wait until Kamaji says Ready."""
+    return {
+        "name": t.name,
+        "namespace": namespace,
+        "annotations": {
+            "pulumi.com/waitFor": "jsonpath={.status.kubernetesResources.version.status}=Ready",
+            "pulumi.com/timeoutSeconds": str(READY_TIMEOUT_SECONDS),
+        },
+    }
 
 
 def control_plane_spec(t: TenantConfig, address: str, datastore: pulumi.Input[str], schema: str) -> dict[str, Any]:
@@ -126,22 +139,25 @@ class ControlPlane(pulumi.ComponentResource):
         if args.owns_namespaces:
             ns = k8s.core.v1.Namespace(f"{name}-ns", metadata={"name": tenant_namespace(t.name)}, opts=mgmt)
             self.namespace_name = ns.metadata.name
+        # Refuses at preview a version step Kamaji would refuse (down, a minor skipped, too new).
+        self.version = TenantVersion(
+            f"{name}-version",
+            tenant=t.name,
+            version=t.kubernetes_version,
+            key=f"tenant {t.name}: kubernetesVersion",
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         self.control_plane = k8s.apiextensions.CustomResource(
             f"{name}-tcp",
             api_version=TCP_API_VERSION,
             kind=TCP_KIND,
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=t.name,
-                namespace=self.namespace_name,
-                annotations={
-                    "pulumi.com/waitFor": "jsonpath={.status.kubernetesResources.version.status}=Ready",
-                    "pulumi.com/timeoutSeconds": str(READY_TIMEOUT_SECONDS),
-                },
-            ),
+            metadata=control_plane_metadata(t, self.namespace_name),
             spec=control_plane_spec(
                 t, args.address, args.datastore, datastore_schema(args.project, args.stack, t.name)
             ),
-            opts=pulumi.ResourceOptions.merge(mgmt, pulumi.ResourceOptions(depends_on=args.depends_on)),
+            opts=pulumi.ResourceOptions.merge(
+                mgmt, pulumi.ResourceOptions(depends_on=[*args.depends_on, self.version])
+            ),
         )
         # The id is built from the TCP's id, which is known only once the TCP exists and is Ready
         # (and unknown while a new one is previewed), so the read never runs too early.
