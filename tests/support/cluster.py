@@ -56,6 +56,19 @@ def self_signed(workdir: Path, name: str, subject: str, san: str | None = None) 
     return workdir / f"{name}.crt", workdir / f"{name}.key"
 
 
+def signed_by(workdir: Path, ca: str, name: str, subject: str, extensions: str) -> tuple[Path, Path]:
+    """A key and a certificate signed by the CA `<ca>.crt`/`<ca>.key` in `workdir`, with these
+    X.509 extensions (one per line, e.g. `subjectAltName=IP:127.0.0.1`), valid two days."""
+    (workdir / f"{name}.cnf").write_text(extensions + "\n")
+    # fmt: off
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", subject,
+             "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=workdir)
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key", "-CAcreateserial",
+             "-days", "2", "-extfile", f"{name}.cnf", "-out", f"{name}.crt", cwd=workdir)
+    # fmt: on
+    return workdir / f"{name}.crt", workdir / f"{name}.key"
+
+
 @dataclass
 class TestCluster:
     workdir: Path
@@ -75,38 +88,7 @@ class TestCluster:
     def start(self) -> TestCluster:
         w = self.workdir
         self_signed(w, "ca", "/CN=gpu-tenancy-test-ca")
-        (w / "san.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-        _openssl(
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-subj",
-            "/CN=kube-apiserver",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            cwd=w,
-        )
-        _openssl(
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            "san.cnf",
-            "-out",
-            "server.crt",
-            cwd=w,
-        )
+        signed_by(w, "ca", "server", "/CN=kube-apiserver", "subjectAltName=IP:127.0.0.1,DNS:localhost")
         _openssl("genrsa", "-out", "sa.key", "2048", cwd=w)
         (w / "tokens.csv").write_text(f'{TOKEN},admin,admin,"system:masters"\n')
 
