@@ -225,6 +225,6 @@ def workload_of(resource_type: str, props: Mapping[str, Any], name: str) -> Work
                 res = limits if isinstance(limits, Mapping) and limits else requests
                 if isinstance(res, Mapping):
                     containers.append((str(cname), res))
-    w = Workload(kind, obj_name, int(replicas), containers, must_fit, label, unknown, refusal=refusal)
-    w.strategy = strategy
-    return w
+    return Workload(
+        kind, obj_name, int(replicas), containers, must_fit, label, unknown, refusal=refusal, strategy=strategy
+    )

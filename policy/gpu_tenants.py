@@ -24,7 +24,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpu_objects import Workload, safe  # noqa: E402
+from gpu_objects import STRATEGY_PATHS, Workload, safe  # noqa: E402
 from pulumi_policy.proxy import UnknownValueError  # noqa: E402
 
 from components.config.load import load_tenants  # noqa: E402
@@ -236,7 +236,8 @@ def demand_of(w: Workload, t: TenantConfig, report: Callable[[str], None]) -> De
 
 def _surge(w: Workload, replicas: int, report: Callable[[str], None]) -> int:
     """The pods its rollout starts above `replicas`; a strategy unknown at preview counts at its least (0)."""
-    if any(u.startswith("spec.strategy") or u.startswith("spec.updateStrategy") for u in w.unknown):
+    where = ".".join(STRATEGY_PATHS.get(w.kind, ()))
+    if where and any(u.startswith(where) for u in w.unknown):
         return 0
     try:
         return surge(w.kind, w.strategy, replicas)

@@ -18,9 +18,8 @@ from typing import Any
 
 RECREATE = "Recreate"
 ROLLING_UPDATE = "RollingUpdate"
-# The Deployment controller's default maxSurge, and the DaemonSet controller's.
-DEPLOYMENT_DEFAULT_SURGE = "25%"
-DAEMONSET_DEFAULT_SURGE = 0
+# The kinds whose rollout may surge, and their controller's default maxSurge.
+DEFAULT_SURGE: dict[str, int | str] = {"Deployment": "25%", "DaemonSet": 0}
 
 
 class RolloutError(ValueError):
@@ -50,13 +49,7 @@ def surge(kind: str, strategy: Mapping[str, Any] | None, replicas: int) -> int:
     `replicas` is the number of nodes it runs on). `strategy` is the object's `spec.strategy`
     (Deployment) or `spec.updateStrategy` (DaemonSet), None when unset."""
     strategy = strategy or {}
-    if kind == "Deployment":
-        default, rolling = DEPLOYMENT_DEFAULT_SURGE, strategy.get("type", ROLLING_UPDATE) == ROLLING_UPDATE
-    elif kind == "DaemonSet":
-        default, rolling = DAEMONSET_DEFAULT_SURGE, strategy.get("type", ROLLING_UPDATE) == ROLLING_UPDATE
-    else:
+    if kind not in DEFAULT_SURGE or strategy.get("type", ROLLING_UPDATE) != ROLLING_UPDATE:
         return 0
-    if not rolling:
-        return 0
-    value = (strategy.get("rollingUpdate") or {}).get("maxSurge", default)
+    value = (strategy.get("rollingUpdate") or {}).get("maxSurge", DEFAULT_SURGE[kind])
     return scaled(value, replicas, round_up=True)
