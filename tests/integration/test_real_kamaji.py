@@ -56,7 +56,10 @@ def kamaji(tools):
     cluster = start_cluster(tools)
     cluster.start_controller_manager(["garbagecollector", "namespace"])
     try:
-        yield cluster, RealKamaji(cluster, path).start()
+        k = RealKamaji(cluster, path).start()
+        for t in CONFIG.tenants:  # as the platform makes them, before any TCP
+            cluster.core().create_namespace({"metadata": {"name": tenant_namespace(t.name)}})
+        yield cluster, k
     finally:
         cluster.stop()
 
@@ -94,14 +97,18 @@ def args_of(container: client.V1Container) -> set[str]:
 
 def test_the_dev_tenants_are_accepted_and_reconciled(kamaji):
     cluster, k = kamaji
-    core, api = cluster.core(), custom(cluster)
     for t in CONFIG.tenants:
-        ns = tenant_namespace(t.name)
-        core.create_namespace({"metadata": {"name": ns}})
-        api.create_namespaced_custom_object(GROUP, VERSION, ns, "tenantcontrolplanes", tcp_body(t))
+        created(cluster, t)
 
     for t in CONFIG.tenants:
         reconciled(cluster, k, t)
+
+
+def created(cluster, t) -> None:
+    """The tenant's TCP, unless an earlier test made it."""
+    api, ns = custom(cluster), tenant_namespace(t.name)
+    if _get(api.get_namespaced_custom_object, GROUP, VERSION, ns, "tenantcontrolplanes", t.name) is None:
+        api.create_namespaced_custom_object(GROUP, VERSION, ns, "tenantcontrolplanes", tcp_body(t))
 
 
 def reconciled(cluster, k: RealKamaji, t) -> None:
@@ -168,6 +175,7 @@ def test_kamajis_defaults_are_ones_the_project_can_leave_to_it(kamaji):
     not set it itself (README "Tenants on Kamaji")."""
     cluster, _ = kamaji
     t = CONFIG.tenants[0]
+    created(cluster, t)
     tcp = custom(cluster).get_namespaced_custom_object(
         GROUP, VERSION, tenant_namespace(t.name), "tenantcontrolplanes", t.name
     )
@@ -239,6 +247,7 @@ def test_deleting_a_tenant_removes_what_kamaji_made_and_its_datastore(kamaji):
     core, apps, api = cluster.core(), client.AppsV1Api(cluster.api_client()), custom(cluster)
     t = CONFIG.tenants[-1]
     ns, schema = tenant_namespace(t.name), datastore_schema(PROJECT, STACK, t.name)
+    created(cluster, t)
     settle(lambda: _setup(api, ns, t.name), what="datastore setup")
     assert k.etcd.keys_under(f"/{schema}/") >= 0
     api.delete_namespaced_custom_object(GROUP, VERSION, ns, "tenantcontrolplanes", t.name)

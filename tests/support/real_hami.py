@@ -18,7 +18,6 @@ Nodes carry this project's fake inventory (components.tenant.gpu_inventory).
 from __future__ import annotations
 
 import base64
-import os
 import subprocess
 import uuid
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from components.gpu.inventory import gpu_capacity, node_devices
 from components.ops import hami_registration
 from components.tenant.hami import extender_args
 from tests.support.cluster import TestCluster, add_node, free_port, routable_ip, self_signed, stop_processes
+from tests.support.tools import executable_from_env
 
 ENV = "HAMI_SCHEDULER"
 SKIP_REASON = (
@@ -66,8 +66,7 @@ MANAGED = (ha.RES_GPU, ha.RES_GPUMEM, ha.RES_GPUCORES, ha.RES_GPUMEM_PERCENTAGE,
 
 
 def binary() -> str | None:
-    path = os.environ.get(ENV)
-    return path if path and os.access(path, os.X_OK) else None
+    return executable_from_env(ENV)
 
 
 def add_gpu_node(cluster: TestCluster, tenant: str, name: str, fleet: GpuFleet) -> list[str]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import ssl
 import subprocess
 import urllib.request
@@ -27,7 +26,7 @@ from kubernetes import client
 
 from components.ops.waiting import TimedOut, wait_until
 from tests.support.cluster import TestCluster, free_port, self_signed, signed_by
-from tests.support.tools import ROOT
+from tests.support.tools import ROOT, executable_from_env
 
 ENV = "KAMAJI_BIN"
 SKIP_REASON = (
@@ -47,8 +46,7 @@ VALIDATE = ("vtenantcontrolplane.kb.io", "/validate-kamaji-clastix-io-v1alpha1-t
 
 
 def binary() -> str | None:
-    path = os.environ.get(ENV)
-    return path if path and Path(path).is_file() else None
+    return executable_from_env(ENV)
 
 
 def _b64(path: Path) -> str:

@@ -29,6 +29,12 @@ def tools_env() -> dict[str, str]:
     return env
 
 
+def executable_from_env(env: str) -> str | None:
+    """The executable an environment variable names (a real-upstream tier's binary), or None."""
+    path = os.environ.get(env)
+    return path if path and os.access(path, os.X_OK) else None
+
+
 def require(env: dict[str, str], *binaries: str) -> None:
     missing = [b for b in binaries if shutil.which(b, path=env["PATH"]) is None]
     if missing:
