@@ -9,6 +9,9 @@ WORKLOAD_LABEL = "gpu-tenancy/workload"
 # Nodes whose GPUs are fake (the inventory writes their cards): only there does the release
 # controller finish HAMi's allocation; on real GPU nodes the device plugin does it.
 MOCK_GPU_NODE_LABEL = ("gpu-tenancy/mock-gpu", "true")
+# On a docker worker's Node: the machine its fake cards were written for (a replaced worker's new
+# Node gets them again).
+MACHINE_ID_ANNOTATION = "gpu-tenancy/machine-id"
 
 
 def release_controller_container(lab: str, tenant: str) -> str:

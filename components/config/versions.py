@@ -40,10 +40,15 @@ HAMI_EXTENDER_IMAGE_TAG = "v2.10.0"
 KUBE_SCHEDULER_REGISTRY = "registry.k8s.io"
 KUBE_SCHEDULER_REPOSITORY = "kube-scheduler"
 
-# Tenant Kubernetes versions with a worker image of the same release.
+# Tenant Kubernetes versions with a worker image of the same release: the minors a tenant can be
+# on and move between (one minor up per `up`, see tenant_version). HAMi's kube-scheduler runs the
+# tenant's version too (registry.k8s.io/kube-scheduler:<version>). v1.36.1 is kind v0.32.0's
+# default node image (pinned by digest; kind published no v1.36.0 image), within Kamaji's v1.36.
 KIND_NODE_IMAGES = MappingProxyType(
     {
         "v1.35.1": "docker.io/kindest/node:v1.35.1",
+        "v1.36.1": "docker.io/kindest/node:v1.36.1"
+        "@sha256:3489c7674813ba5d8b1a9977baea8a6e553784dab7b84759d1014dbd78f7ebd5",
     }
 )
 DEFAULT_TENANT_VERSION = "v1.35.1"

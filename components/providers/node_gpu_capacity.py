@@ -19,7 +19,8 @@ class NodeGpuCapacityProvider(Provider):
     """Sets capacity and allocatable of nvidia.com/gpu on create/update, removes them on delete."""
 
     REPLACES = ("node",)
-    UPDATES = ("count", "kubeconfig")
+    # A new machine under the node's name (a replaced worker) starts without the capacity.
+    UPDATES = ("count", "kubeconfig", "machine_id")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         set_gpu_capacity(core_api(props["kubeconfig"]), props["node"], int(props["count"]))
@@ -51,8 +52,10 @@ class NodeGpuCapacity(ProviderResource, module="gpu-tenancy", name="NodeGpuCapac
         kubeconfig: pulumi.Input[str],
         node: pulumi.Input[str],
         count: pulumi.Input[int],
+        machine_id: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
-        super().__init__(
-            NodeGpuCapacityProvider(), name, {"kubeconfig": kubeconfig, "node": node, "count": count}, opts
-        )
+        inputs = {"kubeconfig": kubeconfig, "node": node, "count": count}
+        if machine_id is not None:
+            inputs["machine_id"] = machine_id
+        super().__init__(NodeGpuCapacityProvider(), name, inputs, opts)

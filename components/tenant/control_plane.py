@@ -8,6 +8,7 @@ Kamaji binds its group only some time after the TCP reports Ready (kamaji#1167).
 from __future__ import annotations
 
 import base64
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,13 +55,24 @@ def datastore_schema(project: str, stack: str, tenant: str) -> str:
     return f"{project}_{stack}_{tenant}".replace("-", "_")
 
 
+def ready_at(version: str) -> list[str]:
+    """What Pulumi waits for on create and on every update: Kamaji reports Ready *and* runs the
+    tenant's version (it sets `version.version` to the spec's only once an upgrade is done), so
+    an upgrade's workers start after the control plane has moved, not on the Ready left from
+    before it."""
+    return [
+        "jsonpath={.status.kubernetesResources.version.status}=Ready",
+        f"jsonpath={{.status.kubernetesResources.version.version}}={version}",
+    ]
+
+
 def control_plane_metadata(t: TenantConfig, namespace: pulumi.Input[str]) -> dict[str, Any]:
-    """Its name and namespace, and the annotations that make Pulumi wait until Kamaji says Ready."""
+    """Its name and namespace, and the annotations that make Pulumi wait until Kamaji runs it."""
     return {
         "name": t.name,
         "namespace": namespace,
         "annotations": {
-            "pulumi.com/waitFor": "jsonpath={.status.kubernetesResources.version.status}=Ready",
+            "pulumi.com/waitFor": json.dumps(ready_at(t.kubernetes_version)),
             "pulumi.com/timeoutSeconds": str(READY_TIMEOUT_SECONDS),
         },
     }

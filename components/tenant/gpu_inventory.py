@@ -8,7 +8,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.model import GpuFleet
-from components.config.names import MOCK_GPU_NODE_LABEL
+from components.config.names import MACHINE_ID_ANNOTATION, MOCK_GPU_NODE_LABEL
 from components.gpu.hami_annotations import GPU_NODE_LABEL, NODE_REGISTER, encode_node_register
 from components.gpu.inventory import gpu_capacity, node_devices
 from components.providers.node_gpu_capacity import NodeGpuCapacity
@@ -28,10 +28,11 @@ def inventory_summary(fleet: GpuFleet, nodes: int) -> dict[str, object]:
 class MockGpuInventoryArgs:
     tenant: str
     fleet: GpuFleet
+    # Nodes written at once, after `depends_on`; GpuTenant adds its docker workers one by one (add).
     nodes: list[str]
     provider: k8s.Provider
     kubeconfig: pulumi.Input[str]
-    # Whatever makes the Node objects exist (the kubeadm joins); no data flows from them.
+    # Whatever makes those Node objects exist (the kubeadm joins); no data flows from them.
     depends_on: list[pulumi.Resource] = field(default_factory=list)
 
 
@@ -44,26 +45,49 @@ class MockGpuInventory(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: MockGpuInventoryArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:MockGpuInventory", name, None, opts)
+        self._name, self._args = name, args
         self.patches: list[k8s.core.v1.NodePatch] = []
         self.capacities: list[NodeGpuCapacity] = []
+        self.nodes: list[str] = []
         for node in args.nodes:
-            patch = k8s.core.v1.NodePatch(
-                f"{name}-{node}",
-                metadata=k8s.meta.v1.ObjectMetaPatchArgs(
-                    name=node,
-                    labels=dict((GPU_NODE_LABEL, MOCK_GPU_NODE_LABEL)),
-                    annotations={NODE_REGISTER: encode_node_register(node_devices(args.tenant, node, args.fleet))},
-                ),
-                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.depends_on),
-            )
-            self.patches.append(patch)
-            self.capacities.append(
-                NodeGpuCapacity(
-                    f"{name}-{node}-capacity",
-                    kubeconfig=args.kubeconfig,
-                    node=node,
-                    count=gpu_capacity(args.fleet),
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=[patch]),
-                )
-            )
-        self.register_outputs({"nodes": args.nodes})
+            self.add(node)
+        if args.nodes:
+            self.close()
+
+    def close(self) -> None:
+        """No node comes after this: the component's outputs are the nodes it holds."""
+        self.register_outputs({"nodes": list(self.nodes)})
+
+    def add(
+        self, node: str, machine_id: pulumi.Input[str] | None = None, depends_on: list[pulumi.Resource] | None = None
+    ) -> NodeGpuCapacity:
+        """One node's cards, written after `depends_on` (its join); with `machine_id`, written again
+        when another machine joins under the node's name (a replaced worker starts as a new Node).
+        Returns the capacity seed, the last step: the node's cards are in place once it is."""
+        args = self._args
+        annotations: dict[str, pulumi.Input[str]] = {
+            NODE_REGISTER: encode_node_register(node_devices(args.tenant, node, args.fleet))
+        }
+        if machine_id is not None:
+            annotations[MACHINE_ID_ANNOTATION] = machine_id
+        patch = k8s.core.v1.NodePatch(
+            f"{self._name}-{node}",
+            metadata=k8s.meta.v1.ObjectMetaPatchArgs(
+                name=node, labels=dict((GPU_NODE_LABEL, MOCK_GPU_NODE_LABEL)), annotations=annotations
+            ),
+            opts=pulumi.ResourceOptions(
+                parent=self, provider=args.provider, depends_on=[*args.depends_on, *(depends_on or [])]
+            ),
+        )
+        capacity = NodeGpuCapacity(
+            f"{self._name}-{node}-capacity",
+            kubeconfig=args.kubeconfig,
+            node=node,
+            count=gpu_capacity(args.fleet),
+            machine_id=machine_id,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[patch]),
+        )
+        self.nodes.append(node)
+        self.patches.append(patch)
+        self.capacities.append(capacity)
+        return capacity

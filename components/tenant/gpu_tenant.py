@@ -19,6 +19,7 @@ from components.config.names import pool_labels, workload_resource
 from components.gpu.inventory import node_devices
 from components.gpu.requests import Demand, total_usage
 from components.ops.bootstrap import kubeconfig_ca_hash
+from components.providers.node_handover import NodeSettled
 from components.providers.simulated_nodes import SimulatedNodes
 from components.tenant.control_plane import ControlPlane, ControlPlaneArgs
 from components.tenant.external_pool import ExternalPool, ExternalPoolArgs
@@ -57,12 +58,14 @@ class GpuTenantArgs:
 class GpuTenant(pulumi.ComponentResource):
     """Wires the per-tenant components in the order the design's graph gives.
 
-    ControlPlane -> NodeBootstrap -> per pool: WorkerNode xN (docker), SimulatedNodes + one
+    ControlPlane (waited until it runs the tenant's version) -> NodeBootstrap -> docker workers
+    one at a time (each: NodeDrain, container, join, its fake cards, NodeSettled; so an upgrade
+    replaces them one by one, each settled before the next is drained), SimulatedNodes + one
     KwokController (kwok), ExternalPool (a join for the team's machines) -> TenantNetwork (needs
-    a worker's image) -> MockGpuInventory (docker workers' cards; simulated nodes carry theirs)
-    -> Hami (needs Ready nodes; waits for its webhook and for every fake card to be registered);
-    ReleaseController beside them (fake cards only); GpuQuota; then the workloads, once HAMi is ready
-    and the release controller runs.
+    a worker's image) -> Hami after the last worker settled (needs Ready nodes; waits for its
+    webhook and for every fake card to be registered; in an upgrade its kube-scheduler follows
+    the workers); ReleaseController beside them (fake cards only); GpuQuota; then the workloads,
+    once HAMi is ready and the release controller runs.
     """
 
     def __init__(self, name: str, args: GpuTenantArgs, opts: pulumi.ResourceOptions | None = None):
@@ -88,33 +91,58 @@ class GpuTenant(pulumi.ComponentResource):
         endpoint = f"{args.address}:{t.api_port}"
         self.bootstrap = NodeBootstrap(f"{name}-bootstrap", NodeBootstrapArgs(provider=provider), opts=child)
         ca_hash = admin.apply(kubeconfig_ca_hash)
-        # Docker workers: real containers, where the tenant's system pods run.
-        self.workers = [
-            WorkerNode(
-                f"{name}-{pool.name}-{i}",
-                WorkerNodeArgs(
-                    node_name=node,
-                    image=t.worker_image,
-                    network=args.network,
-                    endpoint=endpoint,
-                    tenant_kubeconfig=admin,
-                    ca_cert_hash=ca_hash,
-                    token_ttl_seconds=args.bootstrap_token_minutes * 60,
-                    provider=provider,
-                    labels=pool_labels(t.name, pool.name, POOL_DOCKER),
-                    depends_on=[self.bootstrap],
-                ),
-                opts=child,
-            )
-            for pool in t.pools_of(POOL_DOCKER)
-            for i, node in enumerate(t.node_names(args.lab_name, pool))
-        ]
+        fake_nodes = [n for pool in t.gpu_pools for n in t.node_names(args.lab_name, pool)]
+        # Docker workers' fake cards, written node by node as each worker joins.
+        self.inventory = MockGpuInventory(
+            f"{name}-gpus",
+            MockGpuInventoryArgs(tenant=t.name, fleet=t.gpu, nodes=[], provider=provider, kubeconfig=admin),
+            opts=child,
+        )
+        # Docker workers: real containers, where the tenant's system pods run. One at a time: each
+        # starts (or, in an upgrade, is drained and replaced) after the control plane is at the
+        # tenant's version and the previous worker has settled with its pods placed again.
+        self.workers: list[WorkerNode] = []
+        self.settled: list[NodeSettled] = []
+        after: list[pulumi.Resource] = [self.control_plane.control_plane]
+        for pool in t.pools_of(POOL_DOCKER):
+            for i, node in enumerate(t.node_names(args.lab_name, pool)):
+                worker = WorkerNode(
+                    f"{name}-{pool.name}-{i}",
+                    WorkerNodeArgs(
+                        node_name=node,
+                        image=t.worker_image,
+                        network=args.network,
+                        endpoint=endpoint,
+                        tenant_kubeconfig=admin,
+                        ca_cert_hash=ca_hash,
+                        token_ttl_seconds=args.bootstrap_token_minutes * 60,
+                        provider=provider,
+                        labels=pool_labels(t.name, pool.name, POOL_DOCKER),
+                        depends_on=[self.bootstrap],
+                        after=after,
+                    ),
+                    opts=child,
+                )
+                placed: list[pulumi.Resource] = [worker.membership, worker.labels]
+                if node in fake_nodes:
+                    placed.append(self.inventory.add(node, worker.machine_id, depends_on=placed))
+                settled = NodeSettled(
+                    f"{name}-{pool.name}-{i}-settled",
+                    kubeconfig=admin,
+                    node=node,
+                    machine_id=worker.machine_id,
+                    moved=worker.drain.moved,
+                    opts=pulumi.ResourceOptions(parent=worker, depends_on=placed),
+                )
+                self.workers.append(worker)
+                self.settled.append(settled)
+                after = [settled]
+        self.inventory.close()
         self.network = TenantNetwork(
             f"{name}-network",
             TenantNetworkArgs(container_name=self.workers[0].container.name, pod_cidr=t.pod_cidr, provider=provider),
             opts=child,
         )
-        joins: list[pulumi.Resource] = [r for w in self.workers for r in (w.membership, w.labels)]
         # kwok pools: simulated nodes with the same fake cards, kept Ready by one KWOK per tenant.
         self.kwok = (
             KwokController(
@@ -165,20 +193,6 @@ class GpuTenant(pulumi.ComponentResource):
             )
             for pool in t.pools_of(POOL_EXTERNAL)
         ]
-        fake_nodes = [n for pool in t.gpu_pools for n in t.node_names(args.lab_name, pool)]
-        docker_gpu_nodes = [w.node_name for w in self.workers if w.node_name in fake_nodes]
-        self.inventory = MockGpuInventory(
-            f"{name}-gpus",
-            MockGpuInventoryArgs(
-                tenant=t.name,
-                fleet=t.gpu,
-                nodes=docker_gpu_nodes,
-                provider=provider,
-                kubeconfig=admin,
-                depends_on=joins,
-            ),
-            opts=child,
-        )
         self.summary = inventory_summary(t.gpu, t.fleet.nodes)
         self.hami = Hami(
             f"{name}-hami",
@@ -189,7 +203,14 @@ class GpuTenant(pulumi.ComponentResource):
                 hami=args.hami,
                 real_gpus=t.real_gpus,
                 expected_devices={n: [d.id for d in node_devices(t.name, n, t.gpu)] for n in fake_nodes},
-                depends_on=[*joins, self.network, self.inventory, *self.simulated, *([self.kwok] if self.kwok else [])],
+                # After the last worker settled: in an upgrade, HAMi's kube-scheduler follows the workers.
+                depends_on=[
+                    *self.settled,
+                    self.network,
+                    self.inventory,
+                    *self.simulated,
+                    *([self.kwok] if self.kwok else []),
+                ],
             ),
             opts=child,
         )
@@ -236,6 +257,7 @@ class GpuTenant(pulumi.ComponentResource):
                 GpuWorkloadArgs(
                     tenant=t.name,
                     workload=w,
+                    kubernetes_version=t.kubernetes_version,
                     provider=provider,
                     kubeconfig=admin,
                     depends_on=[*self.hami.ready, *filter(None, [self.release_controller]), self.quota],

@@ -54,6 +54,9 @@ class GpuWorkloadArgs:
     provider: k8s.Provider
     kubeconfig: pulumi.Input[str]
     depends_on: list[pulumi.Resource] | None = None
+    # A Pod workload is made again when the tenant moves to another version: the upgrade's drain
+    # evicts it (no controller brings it back), and it is re-created once HAMi has followed.
+    kubernetes_version: str | None = None
 
 
 class GpuWorkload(pulumi.ComponentResource):
@@ -72,8 +75,9 @@ class GpuWorkload(pulumi.ComponentResource):
         pod_names: list[str] | None = None
         generation: pulumi.Input[int] = 0
         if w.kind == "Pod":
+            again = pulumi.ResourceOptions(replacement_trigger=args.kubernetes_version)
             workload: pulumi.CustomResource = k8s.core.v1.Pod(
-                f"{name}-pod", metadata=meta, spec=pod_spec(w), opts=on_tenant
+                f"{name}-pod", metadata=meta, spec=pod_spec(w), opts=pulumi.ResourceOptions.merge(on_tenant, again)
             )
             pod_names = [w.name]
         else:

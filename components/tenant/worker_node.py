@@ -8,7 +8,10 @@ Lifecycle (components.ops.bootstrap says why each step is safe):
   JoinConfiguration on stdin (never an argument), with the tenant CA pinned;
 - the join runs only for a new container: nothing else it reads changes between updates;
 - NodeMembership waits for the registered Node, revokes the token, and on removal deletes the
-  Node only while it is still this container's.
+  Node only while it is still this container's;
+- a new image (a tenant upgrade) first drains the Node (NodeDrain), and the worker only starts
+  after `after` (the previous worker settled), so a tenant's workers are replaced one at a time;
+  GpuTenant settles each (NodeSettled) once its successor's fake cards are back.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
 from components.config.model import CONTAINERD_WAIT_SECONDS
+from components.config.names import MACHINE_ID_ANNOTATION
 from components.ops.bootstrap import BOOTSTRAP_GROUP, join_configuration, token_id, worker_joins
 from components.providers.bootstrap_token import BootstrapToken
+from components.providers.node_handover import NodeDrain
 from components.providers.node_membership import NodeMembership
 
 # Waits for the node's systemd and containerd, joins with the JoinConfiguration read from stdin
@@ -93,6 +98,9 @@ class WorkerNodeArgs:
     provider: k8s.Provider
     labels: dict[str, str]
     depends_on: list[pulumi.Resource] = field(default_factory=list)
+    # What must be finished before this worker is drained or replaced: the control plane at the
+    # tenant's version, and the previous worker settled (one worker at a time).
+    after: list[pulumi.Resource] = field(default_factory=list)
 
 
 class WorkerNode(pulumi.ComponentResource):
@@ -100,15 +108,26 @@ class WorkerNode(pulumi.ComponentResource):
 
     node_name: str
     container: docker.Container
+    drain: NodeDrain
     join: command.local.Command
     membership: NodeMembership
     labels: k8s.core.v1.NodePatch
+    # The machine ID of the container that joined: a new one is a replaced worker.
+    machine_id: pulumi.Output[str]
 
     def __init__(self, name: str, args: WorkerNodeArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:WorkerNode", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.node_name = args.node_name
+        # Pulled without waiting for anything: only the container waits for the drain.
         image = docker.RemoteImage(f"{name}-image", name=args.image, keep_locally=True, opts=child)
+        self.drain = NodeDrain(
+            f"{name}-drain",
+            kubeconfig=args.tenant_kubeconfig,
+            node=args.node_name,
+            image=args.image,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, *args.after]),
+        )
         var = docker.Volume(f"{name}-var", name=f"{args.node_name}-var", opts=child)
         self.container = docker.Container(
             f"{name}-container",
@@ -129,7 +148,7 @@ class WorkerNode(pulumi.ComponentResource):
             max_retry_count=1,
             must_run=True,
             # The name is the Node's: two containers cannot hold it at once.
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[self.drain]),
         )
         token = BootstrapToken(
             f"{name}-token",
@@ -154,17 +173,21 @@ class WorkerNode(pulumi.ComponentResource):
             logging=command.local.Logging.STDOUT,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[token]),
         )
+        self.machine_id = self.join.stdout.apply(lambda out: out.strip().splitlines()[-1] if out.strip() else "")
         self.membership = NodeMembership(
             f"{name}-membership",
             kubeconfig=args.tenant_kubeconfig,
             node=args.node_name,
-            machine_id=self.join.stdout.apply(lambda out: out.strip().splitlines()[-1] if out.strip() else ""),
+            machine_id=self.machine_id,
             token_id=token.token_id,
             opts=pulumi.ResourceOptions(parent=self),
         )
+        # With the machine's ID: a replaced worker registers a new Node, which gets its labels again.
         self.labels = k8s.core.v1.NodePatch(
             f"{name}-labels",
-            metadata=k8s.meta.v1.ObjectMetaPatchArgs(name=args.node_name, labels=args.labels),
+            metadata=k8s.meta.v1.ObjectMetaPatchArgs(
+                name=args.node_name, labels=args.labels, annotations={MACHINE_ID_ANNOTATION: self.machine_id}
+            ),
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.membership]),
         )
         self.register_outputs({"node": self.node_name})

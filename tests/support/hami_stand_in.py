@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 from kubernetes import client
 
+from components.config.names import MOCK_GPU_NODE_LABEL
 from components.gpu import hami_annotations as ha
 from components.ops.waiting import TimedOut, wait_until
 from tests.support.waits import settles
@@ -146,12 +147,15 @@ def wait_released(core: client.CoreV1Api, namespace: str, pod: str, node: str, t
 
 
 class StandInBinder:
-    """Binds every pod that asks for HAMi's scheduler to one node, one at a time (each after the
-    previous pod's lock is released), as HAMi's Bind leaves it: for the engine tests of
-    workloads on clusters that run no HAMi. No scheduling decision: every pod fits."""
+    """Binds every pod that asks for HAMi's scheduler, one at a time (each after the previous
+    pod's lock is released), as HAMi's Bind leaves it: for the engine tests of workloads on
+    clusters that run no HAMi. No scheduling decision: every pod fits. To `node`, or, without
+    one, to the first (by name) Ready, schedulable mock-GPU node there is at that moment.
+    `paused` stands for a HAMi that places nothing (its scheduler down)."""
 
-    def __init__(self, core: client.CoreV1Api, node: str):
+    def __init__(self, core: client.CoreV1Api, node: str | None = None):
         self.core, self.node = core, node
+        self.paused = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -163,11 +167,24 @@ class StandInBinder:
         self._stop.set()
         self._thread.join(10)
 
+    def _target(self) -> str | None:
+        if self.node:
+            return self.node
+        selector = f"{MOCK_GPU_NODE_LABEL[0]}={MOCK_GPU_NODE_LABEL[1]}"
+        for node in sorted(self.core.list_node(label_selector=selector).items, key=lambda n: n.metadata.name):
+            ready = any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+            if ready and not node.spec.unschedulable and not node.metadata.deletion_timestamp:
+                return node.metadata.name
+        return None
+
     def _run(self) -> None:
         while not self._stop.wait(0.2):
             for pod in self.core.list_pod_for_all_namespaces(field_selector="spec.nodeName=").items:
-                if pod.spec.scheduler_name != ha.SCHEDULER_NAME or pod.metadata.deletion_timestamp:
+                if self.paused or pod.spec.scheduler_name != ha.SCHEDULER_NAME or pod.metadata.deletion_timestamp:
                     continue
                 with suppress(client.ApiException, TimeoutError):
-                    wait_lock_free(self.core, self.node, timeout=30)
-                    hami_bind(self.core, pod.metadata.namespace, pod.metadata.name, self.node)
+                    node = self._target()
+                    if node is None:
+                        continue
+                    wait_lock_free(self.core, node, timeout=30)
+                    hami_bind(self.core, pod.metadata.namespace, pod.metadata.name, node)

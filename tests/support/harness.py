@@ -106,6 +106,8 @@ class Registration:
     delete_before_replace: bool = False
     # The types a resource was registered under before (Pulumi aliases), as the engine gets them.
     alias_types: tuple[str, ...] = ()
+    # The replacement_trigger option's value (None: no trigger).
+    replacement_trigger: Any = None
 
 
 class ProgramMocks(pulumi.runtime.Mocks):
@@ -139,6 +141,8 @@ class ProgramMocks(pulumi.runtime.Mocks):
             state["token"] = JOIN_TOKEN
             state["expiration"] = "2027-12-03T02:00:00Z"
             state["revoked"] = False
+        elif args.typ == "pulumi-python:dynamic/gpu-tenancy:NodeDrain":
+            state["moved"] = []  # a new worker hands nothing over
         elif args.typ == "kubernetes:core/v1:Secret" and args.resource_id:
             state["data"] = {
                 "admin.conf": base64.b64encode(TENANT_ADMIN.encode()).decode(),
@@ -176,6 +180,9 @@ class Recorder(MockMonitor):
                 read_id=read_id,
                 delete_before_replace=getattr(request, "deleteBeforeReplace", False) if not read_id else False,
                 alias_types=tuple(a.spec.type for a in request.aliases if a.spec.type) if not read_id else (),
+                replacement_trigger=_unwrap(json_format.MessageToDict(request.replacement_trigger))
+                if not read_id and request.HasField("replacement_trigger")
+                else None,
             )
         )
 
@@ -249,6 +256,18 @@ def deps(rec: Any, name: str) -> set[str]:
     for urns in r.property_dependencies.values():
         all_deps.update(urns)
     return {rec.by_urn(u).name for u in all_deps}
+
+
+def reaches(rec: Any, name: str, target: str) -> bool:
+    """Whether the named resource depends on `target`, directly or through others."""
+    seen, todo = set(), [name]
+    while todo:
+        for dep in deps(rec, todo.pop()) - seen:
+            if dep == target:
+                return True
+            seen.add(dep)
+            todo.append(dep)
+    return False
 
 
 def provider_name(reg: Any) -> str | None:

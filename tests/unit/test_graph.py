@@ -101,10 +101,11 @@ def test_worker_edges(rec, team):
     assert f"{w}-container" in deps(rec, f"{team}-network-cni-template")
     assert f"{team}-network-cni-template" in deps(rec, f"{team}-network-kindnet")
     node_patch = f"{team}-gpus-gpu-lab-{team}-worker-0"
-    assert f"{w}-membership" in deps(rec, node_patch)
+    assert {f"{w}-membership", f"{w}-labels"} <= deps(rec, node_patch)
     assert node_patch in deps(rec, f"{node_patch}-capacity")
+    assert {f"{w}-membership", f"{w}-labels", f"{node_patch}-capacity"} <= deps(rec, f"{w}-settled")
     hami = deps(rec, f"{team}-hami-release")
-    assert {f"{w}-membership", f"{team}-network-kindnet", node_patch, f"{node_patch}-capacity"} <= hami
+    assert {f"{w}-settled", f"{team}-network-kindnet", node_patch, f"{node_patch}-capacity"} <= hami
 
 
 def test_join_takes_its_token_on_stdin_with_the_ca_pinned(rec):

@@ -9,10 +9,12 @@ import pytest
 import yaml
 
 from components.config import versions
+from components.config.names import MACHINE_ID_ANNOTATION
 from components.ops.bound_token import self_renewal_rules
 from components.ops.simulated_nodes import KWOK_RBAC_RULES
 from tests.support.harness import (
     JOIN_TOKEN,
+    MACHINE_ID,
     ROOT,
     TENANT_CA_HASH,
     bound_token,
@@ -181,7 +183,8 @@ def test_simulated_nodes_carry_the_cards_and_the_docker_worker_none(kwok):
 
 def test_hami_waits_for_simulated_nodes_and_kwok(kwok):
     hami = deps(kwok, "team-a-hami-release")
-    assert {"team-a-sim", "team-a-kwok-container", "team-a-worker-0-labels", "team-a-worker-0-membership"} <= hami
+    assert {"team-a-sim", "team-a-kwok-container", "team-a-worker-0-settled"} <= hami
+    assert {"team-a-worker-0-labels", "team-a-worker-0-membership"} <= deps(kwok, "team-a-worker-0-settled")
     assert "team-a-network-kindnet" in hami
     assert not {n for n in deps(kwok, "team-b-hami-release") if "kwok" in n or "sim" in n}
 
@@ -206,6 +209,8 @@ def test_docker_worker_labelled_with_its_pool(kwok):
     assert labels.inputs["metadata"] == {
         "name": WORKER,
         "labels": {"gpu-tenancy/pool": "worker", "gpu-tenancy/pool-mode": "docker", "gpu-tenancy/tenant": "team-a"},
+        # the machine that joined: a replaced worker's new Node is labelled again
+        "annotations": {MACHINE_ID_ANNOTATION: MACHINE_ID},
     }
     assert "team-a-worker-0-membership" in deps(kwok, "team-a-worker-0-labels")
 
@@ -263,7 +268,8 @@ def test_docker_worker_of_a_real_gpu_tenant_carries_no_cards(ext):
         "gpu-tenancy/pool-mode": "docker",
         "gpu-tenancy/tenant": "team-a",
     }
-    assert "team-a-worker-0-labels" in deps(ext, "team-a-hami-release")
+    assert "team-a-worker-0-settled" in deps(ext, "team-a-hami-release")
+    assert "team-a-worker-0-labels" in deps(ext, "team-a-worker-0-settled")
 
 
 def test_external_pool_token_lives_join_token_hours(ext):
