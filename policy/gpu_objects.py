@@ -22,7 +22,7 @@ from typing import Any
 from pulumi_policy.proxy import UnknownValueError
 
 from components.config.names import DECLARED_USAGE_ANNOTATION, FAIL_ON_PENDING_ANNOTATION, TENANT_LABEL
-from components.gpu.requests import Quota
+from components.gpu.requests import ANY_CARD, CardTypes, Quota
 
 _TEMPLATE = ("spec", "template", "spec")
 _KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
@@ -136,6 +136,9 @@ class Workload:
     mentions: bool = False
     # spec.strategy (Deployment) or spec.updateStrategy (DaemonSet), as given; None: the default.
     strategy: Any = None
+    # The pod's nvidia.com/use-gputype and nouse-gputype (its template's annotations); unknown at
+    # preview: any card (the least it can ask).
+    types: CardTypes = ANY_CARD
 
     @property
     def asks_for_gpu(self) -> bool:
@@ -225,6 +228,18 @@ def workload_of(resource_type: str, props: Mapping[str, Any], name: str) -> Work
                 res = limits if isinstance(limits, Mapping) and limits else requests
                 if isinstance(res, Mapping):
                     containers.append((str(cname), res))
+    pod_meta = (*path[:-1], "metadata", "annotations")
+    pod_annotations = annotations if len(path) == 1 else safe(lambda: get(props, *pod_meta), [], ".".join(pod_meta))
+    types = CardTypes.from_annotations(pod_annotations) if isinstance(pod_annotations, Mapping) else ANY_CARD
     return Workload(
-        kind, obj_name, int(replicas), containers, must_fit, label, unknown, refusal=refusal, strategy=strategy
+        kind,
+        obj_name,
+        int(replicas),
+        containers,
+        must_fit,
+        label,
+        unknown,
+        refusal=refusal,
+        strategy=strategy,
+        types=types,
     )

@@ -84,7 +84,7 @@ def validate_fits_one_card(args: ResourceValidationArgs, report_violation: Repor
     t = tenants.by_name[tenant]
     d = demand_of(w, t, report_violation)
     if d is not None:
-        for problem in pod_violations(d.pod, t.fleet):
+        for problem in pod_violations(d, t.fleet):
             report_violation(f"tenant {t.name}: {w.kind} {w.name}: {problem}")
 
 

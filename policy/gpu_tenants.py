@@ -15,7 +15,7 @@ import functools
 import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -32,7 +32,7 @@ from components.config.model import ClusterConfig, TenantConfig  # noqa: E402
 from components.config.names import PROJECT, TENANT_LABEL  # noqa: E402
 from components.config.problems import ConfigError  # noqa: E402
 from components.gpu.hami_annotations import RES_GPU  # noqa: E402
-from components.gpu.requests import Demand, PodRequest, RequestError, pod_request  # noqa: E402
+from components.gpu.requests import Demand, PodRequest, RequestError, demand  # noqa: E402
 from components.gpu.rollouts import RolloutError, surge  # noqa: E402
 
 FIX = (
@@ -217,21 +217,21 @@ def demand_of(w: Workload, t: TenantConfig, report: Callable[[str], None]) -> De
         if w.declared is None:
             return None
         return Demand(f"{w.kind} {w.name} (declared)", PodRequest(()), declared=w.declared, must_fit=False)
+    replicas = t.fleet.nodes if w.kind == "DaemonSet" else w.replicas
     try:
         plain = [(n, _least(res, w, n)) for n, res in w.containers]
-        pod = pod_request(plain, t.gpu.model)
+        d = demand(f"{w.kind} {w.name}", plain, t.fleet.models, w.types, replicas, w.must_fit)
     except UnknownValueError:
         w.unknown.append("resources")
         return None
     except RequestError as exc:
         report(f"tenant {t.name}: {w.kind} {w.name}, {exc} (HAMi would ignore the request)")
         return None
-    if not pod.containers:
+    if not d.pod.containers:
         return None
-    replicas = t.fleet.nodes if w.kind == "DaemonSet" else w.replicas
     extra = _surge(w, replicas, report)
     least = " (values unknown at preview, counted at their least)" if w.unknown else ""
-    return Demand(f"{w.kind} {w.name}{least}", pod, replicas, w.must_fit, surge=extra)
+    return replace(d, name=f"{d.name}{least}", surge=extra)
 
 
 def _surge(w: Workload, replicas: int, report: Callable[[str], None]) -> int:

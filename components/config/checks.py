@@ -34,22 +34,35 @@ SERVICE_CIDR_MIN_PREFIX = 12
 def tenant_checks(t: TenantConfig, i: int, cluster: ClusterConfig | None, c: Collector) -> None:
     """What spans the fields of one tenant: its cards, quota, networks, names and workloads."""
     path = f"tenants[{i}]"
-    m = t.gpu.model
     fail = c.fail
     before = len(c.problems)
-    mock_plugin = any(p.mode == POOL_DOCKER for p in t.gpu_pools)
-    if mock_plugin and t.gpu.cards_per_node * m.memory_mb > MOCK_PLUGIN_MAX_MB_PER_NODE:
-        fail(
-            f"{path}.gpu.cardsPerNode",
-            f"{t.gpu.cards_per_node} x {m.memory_mb} MB = {t.gpu.cards_per_node * m.memory_mb} MB per node is more "
-            f"than the mock device plugin can advertise ({MOCK_PLUGIN_MAX_MB_PER_NODE} MB); use at most "
-            f"{MOCK_PLUGIN_MAX_MB_PER_NODE // m.memory_mb} {m.key} cards per node, or put the cards on a kwok pool",
-        )
+    gpu_pools = set(t.gpu_pools)
+    for j, pool in enumerate(t.pools):
+        g, key = t.pool_gpu(pool), f"{path}.pools[{j}].gpu" if pool.gpu else f"{path}.gpu"
+        if pool.gpu and pool not in gpu_pools:
+            fail(
+                key,
+                f"this {pool.mode} pool's nodes carry no cards: beside kwok or external pools, docker workers run the "
+                "system pods; give the cards to a kwok or external pool",
+            )
+        m = g.model
+        if (
+            pool in gpu_pools
+            and pool.mode == POOL_DOCKER
+            and g.cards_per_node * m.memory_mb > MOCK_PLUGIN_MAX_MB_PER_NODE
+        ):
+            fail(
+                f"{key}.cardsPerNode",
+                f"{g.cards_per_node} x {m.memory_mb} MB = {g.cards_per_node * m.memory_mb} MB per node is more "
+                f"than the mock device plugin can advertise ({MOCK_PLUGIN_MAX_MB_PER_NODE} MB); use at most "
+                f"{MOCK_PLUGIN_MAX_MB_PER_NODE // m.memory_mb} {m.key} cards per node, or put the cards on a kwok pool",
+            )
     q = t.quota
-    if q.gpumem_mb < m.memory_mb:
-        fail(f"{path}.quota.gpumemMb", f"{q.gpumem_mb} MB is below one {m.key} card ({m.memory_mb} MB)")
-    if q.gpucores < m.cores:
-        fail(f"{path}.quota.gpucoresPercent", f"{q.gpucores} % is below one card ({m.cores} %)")
+    smallest = min((t.pool_gpu(p).model for p in t.gpu_pools), key=lambda m: m.memory_mb, default=t.gpu.model)
+    if q.gpumem_mb < smallest.memory_mb:
+        fail(f"{path}.quota.gpumemMb", f"{q.gpumem_mb} MB is below one {smallest.key} card ({smallest.memory_mb} MB)")
+    if q.gpucores < smallest.cores:
+        fail(f"{path}.quota.gpucoresPercent", f"{q.gpucores} % is below one card ({smallest.cores} %)")
     pod_net = ipaddress.IPv4Network(t.pod_cidr)
     svc_net = ipaddress.IPv4Network(t.service_cidr)
     if svc_net.num_addresses < 16:
@@ -148,7 +161,7 @@ def _pool_checks(t: TenantConfig, path: str, fail: Callable[[str, str], None]) -
 
 def _workload_checks(t: TenantConfig, path: str, fail: Callable[[str, str], None]) -> None:
     seen: set[tuple[str, str]] = set()
-    m = t.gpu.model
+    fleet = t.fleet
     for j, w in enumerate(t.workloads):
         where = f"{path}.workloads[{j}]"
         if (w.namespace, w.name) in seen:
@@ -159,20 +172,23 @@ def _workload_checks(t: TenantConfig, path: str, fail: Callable[[str, str], None
         if w.kind == "Pod" and w.replicas != 1:
             fail(f"{where}.replicas", "a Pod has exactly one replica; use kind Deployment for more")
         _rollout_checks(w, f"{where}.rollout", fail)
-        if w.card_type is not None and w.card_type.lower() not in m.hami_type.lower():
-            fail(f"{where}.cardType", f"{w.card_type!r} matches no card of this tenant (its cards are {m.hami_type!r})")
+        if fleet.groups and not any(w.types.allows(m) for m in fleet.models):
+            key = "cardType" if w.card_type is not None else "avoidCardType"
+            kinds = ", ".join(repr(m.hami_type) for m in fleet.models)
+            fail(f"{where}.{key}", f"{w.types} matches no card of this tenant (its cards are {kinds})")
+            continue
         if not w.limits:
             fail(where, "asks for no GPU: give gpus, gpumemMb and/or gpucoresPercent")
             continue
         try:
-            pod = w.pod(m)
+            d = w.demand(fleet.models or (t.gpu.model,))
         except RequestError as exc:
             fail(f"{where}.{_RESOURCE_KEYS.get(exc.resource, 'gpus')}", str(exc).split(": ", 1)[-1])
             continue
-        if not pod.containers:
+        if not d.pod.containers:
             fail(f"{where}.gpus", "0 GPUs: leave the workload out instead")
             continue
-        for problem in pod_violations(pod, t.fleet):
+        for problem in pod_violations(d, fleet) if fleet.groups else ():  # no pool: said at pools
             fail(where, problem)
 
 

@@ -7,6 +7,7 @@ and the README's table in `reference`.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -39,9 +40,9 @@ from components.config.names import kwok_name, release_controller_container, wor
 from components.config.tenant_version import create_refusal
 from components.gpu.catalog import GPU_MODELS, GpuModel
 from components.gpu.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM
-from components.gpu.requests import INT32_MAX, Demand, GpuRequest, PodRequest, Quota, pod_request
+from components.gpu.requests import INT32_MAX, CardTypes, Demand, GpuRequest, PodRequest, Quota, demand, pod_request
 from components.gpu.rollouts import RECREATE, ROLLING_UPDATE, surge
-from components.gpu.rules import Fleet
+from components.gpu.rules import Fleet, NodeGroup
 
 WORKLOAD_KINDS = ("Pod", "Deployment")
 MAX_CLUSTER_NAME = 20
@@ -211,7 +212,12 @@ class WorkloadConfig(Section):
         None, description="nvidia.com/gpucores: % of one card per vGPU"
     )
     card_type: string(None, "a card type substring") | None = Field(
-        None, description="nvidia.com/use-gputype: a substring of the tenant's card type"
+        None,
+        description="nvidia.com/use-gputype: the card types it may use (comma list of substrings of a card type, "
+        "as HAMi matches them)",
+    )
+    avoid_card_type: string(None, "a card type substring") | None = Field(
+        None, description="nvidia.com/nouse-gputype: the card types it must not use (comma list of substrings)"
     )
     rollout: section(RolloutConfig) = Field(
         RolloutConfig(),
@@ -242,9 +248,16 @@ class WorkloadConfig(Section):
         """The Deployment's `spec.strategy` (a Pod has none)."""
         return self.rollout.spec() if self.kind == "Deployment" else None
 
-    def demand(self, card: GpuModel) -> Demand:
+    @property
+    def types(self) -> CardTypes:
+        """The card types it may land on (HAMi's use-gputype / nouse-gputype)."""
+        return CardTypes.of(self.card_type, self.avoid_card_type)
+
+    def demand(self, cards: Iterable[GpuModel]) -> Demand:
+        """Its demand on a fleet of these card models (components.gpu.requests.demand)."""
         extra = surge(self.kind, self.strategy, self.replicas)
-        return Demand(f"{self.kind} {self.name}", self.pod(card), self.replicas, self.fail_on_pending, surge=extra)
+        limits = [(self.name, dict(self.limits))]
+        return demand(f"{self.kind} {self.name}", limits, cards, self.types, self.replicas, self.fail_on_pending, extra)
 
 
 # A join token is short-lived: `up` renews it while machines are still to join.
@@ -264,6 +277,11 @@ class PoolConfig(Section):
     )
     nodes: integer(1, MAX_KWOK_NODES) = Field(
         1, description=f"nodes in the pool (docker at most {MAX_WORKERS}, external at most {MAX_EXTERNAL_NODES})"
+    )
+    gpu: section(GpuFleet) | None = Field(
+        None,
+        description="`model` and `cardsPerNode` of this pool's nodes, when they differ from the tenant's `gpu` "
+        "(a mixed fleet)",
     )
     join_token_hours: integer(1, MAX_JOIN_TOKEN_HOURS, " h") | None = Field(
         None,
@@ -291,7 +309,9 @@ class TenantConfig(Section):
         DEFAULT_POOLS,
         description="worker pools: `name`, `mode`, `nodes` (default: one docker worker); at least one docker node",
     )
-    gpu: section(GpuFleet) = Field(description="`model` and `cardsPerNode` of every GPU node of the tenant")
+    gpu: section(GpuFleet) = Field(
+        description="`model` and `cardsPerNode` of the tenant's GPU nodes (a pool's own `gpu` overrides it)"
+    )
     quota: section(QuotaConfig) = Field(description="`gpus`, `gpumemMb`, `gpucoresPercent`")
     # None: 31443 + the tenant's index (31132 + index for Konnectivity); filled by load_stack_config.
     api_port: Port | None = Field(
@@ -366,12 +386,27 @@ class TenantConfig(Section):
         """Containers the tenant runs on the lab's Docker network, each taking one of its addresses."""
         return sum(what == "Docker container" for what, _, _ in self.made_names(""))
 
+    def pool_gpu(self, pool: PoolConfig) -> GpuFleet:
+        """The cards of one pool's nodes: its own `gpu`, else the tenant's."""
+        return pool.gpu or self.gpu
+
     @property
     def fleet(self) -> Fleet:
-        return Fleet(self.gpu.model, sum(p.nodes for p in self.gpu_pools), self.gpu.cards_per_node)
+        """The GPU nodes, pool by pool, each pool of its own card model (a mixed fleet has several)."""
+        return Fleet(
+            tuple(
+                NodeGroup(self.pool_gpu(p).model, p.nodes, self.pool_gpu(p).cards_per_node, p.name)
+                for p in self.gpu_pools
+            )
+        )
+
+    def gpu_nodes(self, lab: str) -> list[tuple[str, GpuFleet]]:
+        """Each node the stack makes that carries fake cards, with its pool's cards."""
+        return [(n, self.pool_gpu(p)) for p in self.gpu_pools for n in self.node_names(lab, p)]
 
     def demands(self) -> list[Demand]:
-        return [w.demand(self.gpu.model) for w in self.workloads]
+        models = self.fleet.models
+        return [w.demand(models) for w in self.workloads]
 
 
 class TeamSlot(Section):

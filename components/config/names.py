@@ -1,6 +1,10 @@
 """Names and labels this project gives the objects it creates (read back by the policy pack and
 the release controller): one place, so every reader agrees."""
 
+from __future__ import annotations
+
+from components.gpu.catalog import GpuModel
+
 # The Pulumi project (Pulumi.yaml's name): the prefix of every stack config key.
 PROJECT = "gpu-tenancy"
 
@@ -44,6 +48,14 @@ def worker_name(cluster: str, tenant: str, pool: str, index: int) -> str:
 # their join configuration).
 POOL_LABEL = "gpu-tenancy/pool"
 POOL_MODE_LABEL = "gpu-tenancy/pool-mode"
+
+
+# On a node with cards: their model (catalogue key), for a nodeSelector beside HAMi's own types.
+GPU_MODEL_LABEL = "gpu-tenancy/gpu-model"
+
+
+def gpu_model_label(model: GpuModel) -> dict[str, str]:
+    return {GPU_MODEL_LABEL: model.key}
 
 
 def pool_labels(tenant: str, pool: str, mode: str) -> dict[str, str]:

@@ -29,8 +29,10 @@ BIND_TIME = "hami.io/bind-time"
 PHASE_ALLOCATING = "allocating"
 PHASE_SUCCESS = "success"
 PHASE_FAILED = "failed"
-# Pod annotation users set to pick a card type (case-insensitive substring match).
+# Pod annotations users set to pick card types, or to avoid them (comma lists, each entry a
+# case-insensitive substring of the card's type: components.gpu.requests.CardTypes).
 USE_GPU_TYPE = "nvidia.com/use-gputype"
+NOUSE_GPU_TYPE = "nvidia.com/nouse-gputype"
 # The scheduler name HAMi's webhook gives GPU pods (chart value schedulerName).
 SCHEDULER_NAME = "hami-scheduler"
 # A pod (or namespace) label HAMi's webhook skips.

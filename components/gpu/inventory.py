@@ -12,7 +12,7 @@ from components.gpu.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM, R
 
 
 class CardsOfANode(Protocol):
-    """Anything that says which model and how many cards a node has (config's GpuFleet, rules' Fleet)."""
+    """Anything that says which model and how many cards a node has (config's GpuFleet, rules' NodeGroup)."""
 
     @property
     def model(self) -> GpuModel: ...

@@ -6,6 +6,10 @@ tenant's demands use against its budget.
   whole card; gpumem must be a whole number of MB that fits an int32, or HAMi ignores it.
   Quantities are read with the Kubernetes client's own parser (the API server stores 20000 as
   "20k").
+- Card types: a pod may name the types it uses or avoids (`CardTypes`, HAMi's matching); in a
+  fleet of several models its request is read per model (memory defaults to the whole card it
+  lands on, a percentage is of that card), and its quota counts it on the largest card it may
+  land on: HAMi charges what the card it lands on gives, never more.
 - Quota: every demand counts at its peak, replicas plus the pods its rollout surges
   (gpu.rollouts); replicas unknown at preview count as one (the caller reports them).
 """
@@ -19,7 +23,14 @@ from decimal import Decimal
 from kubernetes.utils.quantity import parse_quantity
 
 from components.gpu.catalog import CORES_PER_CARD, GpuModel
-from components.gpu.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM, RES_GPUMEM_PERCENTAGE
+from components.gpu.hami_annotations import (
+    NOUSE_GPU_TYPE,
+    RES_GPU,
+    RES_GPUCORES,
+    RES_GPUMEM,
+    RES_GPUMEM_PERCENTAGE,
+    USE_GPU_TYPE,
+)
 
 GPU_RESOURCES = (RES_GPU, RES_GPUMEM, RES_GPUMEM_PERCENTAGE, RES_GPUCORES)
 INT32_MAX = 2**31 - 1
@@ -160,10 +171,54 @@ def pod_request(containers: Iterable[tuple[str, Mapping[str, object]]], card: Gp
     return PodRequest(tuple(found))
 
 
+def _entries(text: str | None) -> tuple[str, ...] | None:
+    """A comma list as HAMi 2.10.0 reads it: entries trimmed, empty ones dropped; none left = unset."""
+    if text is None:
+        return None
+    return tuple(e.strip() for e in text.split(",") if e.strip()) or None
+
+
+@dataclass(frozen=True)
+class CardTypes:
+    """A pod's `nvidia.com/use-gputype` and `nvidia.com/nouse-gputype`, matched as HAMi 2.10.0's
+    CheckType (pkg/device/devices.go; the stack runs that extender): each a comma list, an entry
+    matching a card whose type contains it (case-insensitive); a card is allowed when some `use`
+    entry matches (or there is none) and no `nouse` entry does. HAMi 2.8.3 did not trim entries
+    and let an empty one match every card."""
+
+    use: tuple[str, ...] | None = None
+    nouse: tuple[str, ...] | None = None
+
+    @classmethod
+    def of(cls, use: str | None = None, nouse: str | None = None) -> CardTypes:
+        return cls(_entries(use), _entries(nouse))
+
+    @classmethod
+    def from_annotations(cls, annotations: Mapping[str, object]) -> CardTypes:
+        use, nouse = annotations.get(USE_GPU_TYPE), annotations.get(NOUSE_GPU_TYPE)
+        return cls.of(use if isinstance(use, str) else None, nouse if isinstance(nouse, str) else None)
+
+    def allows(self, card: GpuModel) -> bool:
+        kind = card.hami_type.upper()
+        if self.use is not None and not any(u.upper() in kind for u in self.use):
+            return False
+        return not (self.nouse is not None and any(n.upper() in kind for n in self.nouse))
+
+    def __str__(self) -> str:
+        said = [f"{a} {','.join(v)!r}" for a, v in ((USE_GPU_TYPE, self.use), (NOUSE_GPU_TYPE, self.nouse)) if v]
+        return " and ".join(said) or "any card type"
+
+
+ANY_CARD = CardTypes()
+
+
 @dataclass(frozen=True)
 class Demand:
     """One workload as the rules see it: a pod shape times its replicas, plus the pods its
-    rollout holds above them (the surge, gpu.rollouts): quota and fit count the peak."""
+    rollout holds above them (the surge, gpu.rollouts): quota and fit count the peak.
+
+    `pod` is what the quota counts; `on_cards` (from `demand`) is the pod as each card model of the
+    fleet its types allow would see it (None: the same pod on any card)."""
 
     name: str
     pod: PodRequest
@@ -173,6 +228,14 @@ class Demand:
     # Totals an object declares instead of a pod shape (a kind the rules cannot count): quota only.
     declared: Quota | None = None
     surge: int = 0
+    on_cards: Mapping[str, PodRequest] | None = None
+    types: CardTypes = ANY_CARD
+
+    def pod_on(self, card: GpuModel) -> PodRequest | None:
+        """The pod as a node of `card`s reads it; None when its card types exclude that model."""
+        if self.on_cards is None:
+            return self.pod if self.types.allows(card) else None
+        return self.on_cards.get(card.key)
 
     @property
     def peak(self) -> int:
@@ -186,6 +249,29 @@ class Demand:
     @property
     def usage(self) -> Quota:
         return (self.declared if self.declared is not None else self.pod.total).times(self.peak)
+
+
+def demand(
+    name: str,
+    containers: Iterable[tuple[str, Mapping[str, object]]],
+    cards: Iterable[GpuModel],
+    types: CardTypes = ANY_CARD,
+    replicas: int = 1,
+    must_fit: bool = True,
+    surge: int = 0,
+) -> Demand:
+    """A workload's demand on a fleet of `cards` (its models): its pod read on each model its
+    types allow, and counted against the quota on the one that gives it the most (memory, then
+    cores). When no model is allowed the pod is read on the largest card: it stays Pending
+    (CardTypeMismatch) and still counts. RequestError names the container."""
+    containers = list(containers)
+    models = list(dict.fromkeys(cards))
+    on_cards = {m.key: pod_request(containers, m) for m in models if types.allows(m)}
+    if on_cards:
+        pod = max(on_cards.values(), key=lambda p: (p.total.gpumem_mb, p.total.gpucores))
+    else:
+        pod = pod_request(containers, max(models, key=lambda m: m.memory_mb))
+    return Demand(name, pod, replicas, must_fit, surge=surge, on_cards=on_cards, types=types)
 
 
 def total_usage(demands: Iterable[Demand]) -> Quota:

@@ -43,40 +43,81 @@ HAMI_CODE_ORDER = (
 
 
 @dataclass(frozen=True)
-class Fleet:
-    """A tenant's cards: `nodes` nodes of `cards_per_node` cards of one model."""
+class NodeGroup:
+    """Nodes of one card model: `nodes` nodes of `cards_per_node` cards (a pool, or a plan's part)."""
 
     model: GpuModel
     nodes: int
     cards_per_node: int
+    name: str = ""
+
+    @property
+    def cards(self) -> int:
+        return self.nodes * self.cards_per_node
 
     @property
     def capacity(self) -> Quota:
-        cards = self.nodes * self.cards_per_node
         m = self.model
-        return Quota(gpus=cards * m.split_count, gpumem_mb=cards * m.memory_mb, gpucores=cards * m.cores)
+        return Quota(gpus=self.cards * m.split_count, gpumem_mb=self.cards * m.memory_mb, gpucores=self.cards * m.cores)
 
     def describe(self) -> str:
         m = self.model
-        return f"{self.nodes} node(s) x {self.cards_per_node} {m.key}, {m.memory_mb} MB / {m.cores} % each"
+        pool = f"{self.name}: " if self.name else ""
+        return f"{pool}{self.nodes} node(s) x {self.cards_per_node} {m.key}, {m.memory_mb} MB / {m.cores} % each"
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """A tenant's cards: one or more groups of nodes, each of one card model (a mixed fleet has
+    several models). Nodes are taken group by group, in order."""
+
+    groups: tuple[NodeGroup, ...]
+
+    @classmethod
+    def of(cls, model: GpuModel, nodes: int, cards_per_node: int, name: str = "") -> Fleet:
+        """A fleet of one model."""
+        return cls((NodeGroup(model, nodes, cards_per_node, name),))
+
+    @property
+    def nodes(self) -> int:
+        return sum(g.nodes for g in self.groups)
+
+    @property
+    def cards(self) -> int:
+        return sum(g.cards for g in self.groups)
+
+    @property
+    def models(self) -> tuple[GpuModel, ...]:
+        return tuple(dict.fromkeys(g.model for g in self.groups))
+
+    @property
+    def capacity(self) -> Quota:
+        total = Quota(0, 0, 0)
+        for g in self.groups:
+            total = total + g.capacity
+        return total
+
+    def describe(self) -> str:
+        return "; ".join(g.describe() for g in self.groups)
 
 
 def fleet_capacity(nodes: int, cards_per_node: int, card: GpuModel) -> Quota:
-    return Fleet(card, nodes, cards_per_node).capacity
+    return NodeGroup(card, nodes, cards_per_node).capacity
 
 
 @dataclass
 class _Card:
+    model: GpuModel
     mem_free: int
     cores_free: int
     slots_free: int
     used: bool = False
 
-    def takes(self, req: GpuRequest, card: GpuModel) -> bool:
+    def takes(self, req: GpuRequest) -> bool:
         """Whether one vGPU of `req` fits on this card, with HAMi's per-card rules."""
-        return self.refusal(req, card) is None
+        return self.refusal(req) is None
 
-    def refusal(self, req: GpuRequest, card: GpuModel) -> str | None:
+    def refusal(self, req: GpuRequest) -> str | None:
         """HAMi's code for the first per-card check one vGPU of `req` fails here (its Fit's
         order), or None when it fits: `takes` and the Pending reasons are the same rules."""
         if self.slots_free <= 0:
@@ -85,7 +126,7 @@ class _Card:
             return CARD_INSUFFICIENT_MEMORY
         if self.cores_free < req.cores:
             return CARD_INSUFFICIENT_CORE
-        if req.cores >= card.cores and self.used:  # exclusive needs an unused card
+        if req.cores >= self.model.cores and self.used:  # exclusive needs an unused card
             return EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT
         if req.cores == 0 and self.cores_free == 0:
             return CARD_COMPUTE_UNITS_EXHAUSTED
@@ -97,21 +138,28 @@ class _Card:
         self.slots_free -= 1
         self.used = True
 
-
-def _empty_node(fleet: Fleet) -> list[_Card]:
-    m = fleet.model
-    return [_Card(m.memory_mb, m.cores, m.split_count) for _ in range(fleet.cards_per_node)]
+    def copy(self) -> _Card:
+        return _Card(self.model, self.mem_free, self.cores_free, self.slots_free, self.used)
 
 
-def _fit(pod: PodRequest, cards: list[_Card], model: GpuModel) -> tuple[list[_Card] | None, tuple[str, ...]]:
-    """The node's cards after the pod (best fit per vGPU, container by container, as HAMi
+def _empty_node(group: NodeGroup) -> list[_Card]:
+    m = group.model
+    return [_Card(m, m.memory_mb, m.cores, m.split_count) for _ in range(group.cards_per_node)]
+
+
+def _fit(d: Demand, cards: list[_Card]) -> tuple[list[_Card] | None, tuple[str, ...]]:
+    """The node's cards after one pod of `d` (best fit per vGPU, container by container, as HAMi
     allocates them), or None and HAMi's codes for the container that does not fit: one code per
-    refusing card, and AllocatedCardsInsufficientRequest when some cards fit but too few."""
-    trial = [_Card(c.mem_free, c.cores_free, c.slots_free, c.used) for c in cards]
+    refusing card, and AllocatedCardsInsufficientRequest when some cards fit but too few. The pod
+    is read on the node's card model; a model its types exclude refuses it (CardTypeMismatch)."""
+    pod = d.pod_on(cards[0].model)
+    if any(req.gpus > len(cards) for _, req in (pod or d.pod).containers):
+        return None, (NODE_INSUFFICIENT_DEVICE,)  # HAMi checks this before any card
+    if pod is None:
+        return None, (CARD_TYPE_MISMATCH,)
+    trial = [c.copy() for c in cards]
     for _, req in pod.containers:
-        if req.gpus > len(trial):
-            return None, (NODE_INSUFFICIENT_DEVICE,)  # HAMi checks this before any card
-        refusals = [c.refusal(req, model) for c in trial]
+        refusals = [c.refusal(req) for c in trial]
         fits = [c for c, r in zip(trial, refusals, strict=True) if r is None]
         if len(fits) < req.gpus:
             codes = {r for r in refusals if r is not None}
@@ -123,18 +171,17 @@ def _fit(pod: PodRequest, cards: list[_Card], model: GpuModel) -> tuple[list[_Ca
     return trial, ()
 
 
-def _place(pod: PodRequest, cards: list[_Card], model: GpuModel) -> bool:
-    """Place every container of the pod on this node (best fit per vGPU), or change nothing."""
-    trial, _ = _fit(pod, cards, model)
+def _place(d: Demand, cards: list[_Card]) -> bool:
+    """Place every container of one pod of `d` on this node (best fit per vGPU), or change nothing."""
+    trial, _ = _fit(d, cards)
     if trial is None:
         return False
     cards[:] = trial
     return True
 
 
-def pod_violations(pod: PodRequest, fleet: Fleet) -> list[str]:
-    """Why one pod cannot run on any node of the fleet even when it is empty (empty = it can)."""
-    m = fleet.model
+def _group_violations(pod: PodRequest, d: Demand, group: NodeGroup) -> list[str]:
+    m = group.model
     problems = []
     for name, req in pod.containers:
         where = f"container {name}: "
@@ -142,16 +189,32 @@ def pod_violations(pod: PodRequest, fleet: Fleet) -> list[str]:
             problems.append(f"{where}gpumem {req.mem_mb} MB exceeds one {m.display_name} card ({m.memory_mb} MB)")
         if req.cores > m.cores:
             problems.append(f"{where}gpucores {req.cores} % exceeds one card ({m.cores} %)")
-        if req.gpus > fleet.cards_per_node:
+        if req.gpus > group.cards_per_node:
             problems.append(
-                f"{where}{req.gpus} GPUs per container exceeds the {fleet.cards_per_node} cards of one node"
+                f"{where}{req.gpus} GPUs per container exceeds the {group.cards_per_node} cards of one node"
             )
-    if not problems and not _place(pod, _empty_node(fleet), m):
+    if not problems and not _place(d, _empty_node(group)):
         problems.append(
-            f"its containers together need more than the {fleet.cards_per_node} card(s) of one node "
+            f"its containers together need more than the {group.cards_per_node} card(s) of one node "
             "(a pod's containers all run on one node)"
         )
     return problems
+
+
+def pod_violations(d: Demand, fleet: Fleet) -> list[str]:
+    """Why one pod of `d` cannot run on any node of the fleet even when it is empty (empty = it
+    can): no card of a type it allows (CardTypeMismatch), or each allowed group's reasons."""
+    allowed = [(g, d.pod_on(g.model)) for g in fleet.groups]
+    allowed = [(g, pod) for g, pod in allowed if pod is not None]
+    if not allowed:
+        kinds = ", ".join(m.hami_type for m in fleet.models)
+        return [f"{d.types} allows no card of the fleet ({kinds}): HAMi leaves it Pending with {CARD_TYPE_MISMATCH}"]
+    by_group = [(g, _group_violations(pod, d, g)) for g, pod in allowed]
+    if any(not problems for _, problems in by_group):
+        return []
+    if len(by_group) == 1:
+        return by_group[0][1]
+    return [f"on {g.model.key} nodes{f' ({g.name})' if g.name else ''}: {p}" for g, ps in by_group for p in ps]
 
 
 @dataclass(frozen=True)
@@ -163,20 +226,19 @@ class Packing:
 
 
 class _FirstFit:
-    """The one placement routine: nodes scanned in order, a pod placed whole on the first that
-    takes it; a node with no card left that has both memory and a slot leaves the scan, so the
-    cost is about pods x nodes with room. `pack` and `place_all` both place through it."""
+    """The one placement routine: nodes scanned in order (group by group), a pod placed whole on
+    the first that takes it; a node with no card left that has both memory and a slot leaves the
+    scan, so the cost is about pods x nodes with room. `pack` and `place_all` both place through it."""
 
     def __init__(self, fleet: Fleet):
-        self.model = fleet.model
-        self.nodes = [_empty_node(fleet) for _ in range(fleet.nodes)]
-        self.open = list(range(fleet.nodes))
+        self.nodes = [_empty_node(g) for g in fleet.groups for _ in range(g.nodes)]
+        self.open = list(range(len(self.nodes)))
 
-    def place(self, pod: PodRequest) -> int | None:
-        """The node index the pod went to, or None when no node in the scan takes it."""
+    def place(self, d: Demand) -> int | None:
+        """The node index one pod of `d` went to, or None when no node in the scan takes it."""
         for pos, index in enumerate(self.open):
             cards = self.nodes[index]
-            if _place(pod, cards, self.model):
+            if _place(d, cards):
                 if not any(c.slots_free > 0 and c.mem_free > 0 for c in cards):
                     del self.open[pos]  # full: never scanned again
                 return index
@@ -195,7 +257,7 @@ def pack(demands: Iterable[Demand], fleet: Fleet) -> Packing:
     fit = _FirstFit(fleet)
     placed: dict[str, int] = {}
     for name, d in _largest_first(demands, must_fit=True):
-        index = fit.place(d.pod)
+        index = fit.place(d)
         if index is None:
             return Packing(placed, name)
         placed[name] = index
@@ -235,7 +297,7 @@ class Placement:
 
     @property
     def cards(self) -> int:
-        return self.fleet.nodes * self.fleet.cards_per_node
+        return self.fleet.cards
 
     @property
     def capacity(self) -> Quota:
@@ -247,11 +309,11 @@ class Placement:
         return next((p.name for p in self.pending if not p.allowed), None)
 
 
-def _pending_reasons(pod: PodRequest, nodes: list[list[_Card]], model: GpuModel) -> tuple[tuple[str, int], ...]:
+def _pending_reasons(d: Demand, nodes: list[list[_Card]]) -> tuple[tuple[str, int], ...]:
     """HAMi's codes over every node, each with how many nodes report it."""
     counts: dict[str, int] = {}
     for cards in nodes:
-        for code in _fit(pod, cards, model)[1]:
+        for code in _fit(d, cards)[1]:
             counts[code] = counts.get(code, 0) + 1
     return tuple((code, counts[code]) for code in HAMI_CODE_ORDER if code in counts)
 
@@ -271,18 +333,17 @@ def place_all(demands: Iterable[Demand], fleet: Fleet) -> Placement:
     pending: list[PendingPod] = []
     for must_fit in (True, False):
         for name, d in _largest_first(demands, must_fit):
-            index = fit.place(d.pod)
+            index = fit.place(d)
             if index is None:
-                reasons = _pending_reasons(d.pod, fit.nodes, fleet.model)
+                reasons = _pending_reasons(d, fit.nodes)
                 pending.append(PendingPod(name, d.name, reasons, allowed=not must_fit))
             else:
                 placed[name] = index
-    m = fleet.model
     cards = [c for node in fit.nodes for c in node]
     allocated = Quota(
-        gpus=sum(m.split_count - c.slots_free for c in cards),
-        gpumem_mb=sum(m.memory_mb - c.mem_free for c in cards),
-        gpucores=sum(m.cores - c.cores_free for c in cards),
+        gpus=sum(c.model.split_count - c.slots_free for c in cards),
+        gpumem_mb=sum(c.model.memory_mb - c.mem_free for c in cards),
+        gpucores=sum(c.model.cores - c.cores_free for c in cards),
     )
     return Placement(fleet, placed, tuple(pending), sum(c.used for c in cards), allocated)
 

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.config.load import load_stack_file
+from components.config.load import StackFileError, load_stack_file
 from components.config.model import StackConfig, TenantConfig
+from components.config.problems import ConfigError
 from components.gpu import hami_annotations as ha
 from components.gpu.requests import Quota, total_usage
 from components.ops import hami_reasons
@@ -33,8 +34,8 @@ ROOT = Path(__file__).resolve().parents[2]
 @dataclass(frozen=True)
 class TenantCapacity:
     tenant: str
-    model: str
-    cards: int
+    # The cards, per model: "1 x NVIDIA A100 80GB", "160 x NVIDIA A100 80GB + 480 x NVIDIA L4 24GB".
+    cards: str
     fleet: Quota
     quota: Quota
     requested: Quota
@@ -97,8 +98,9 @@ def tenant_capacity(t: TenantConfig, core: Any | None = None) -> TenantCapacity:
             note = f"not reachable: {getattr(exc, 'reason', None) or exc}"
     return TenantCapacity(
         tenant=t.name,
-        model=t.gpu.model.display_name,
-        cards=fleet.nodes * fleet.cards_per_node,
+        cards=" + ".join(
+            f"{sum(g.cards for g in fleet.groups if g.model == m)} x {m.display_name}" for m in fleet.models
+        ),
         fleet=fleet.capacity,
         quota=t.quota.quota,
         requested=total_usage(t.demands()),
@@ -123,7 +125,7 @@ def rows(report: list[TenantCapacity]) -> list[tuple[str, ...]]:
         allocated = r.note or _fmt(r.allocated)
         out.append(
             (
-                f"{r.tenant} ({r.cards} x {r.model})",
+                f"{r.tenant} ({r.cards})",
                 _fmt(r.fleet),
                 _fmt(r.quota),
                 _fmt(r.requested),
@@ -143,8 +145,18 @@ def render_markdown(report: list[TenantCapacity], stack: str) -> str:
     return f"### GPU capacity: stack `{stack}`\n\n" + markdown_table(COLUMNS, rows(report))
 
 
+def stack_file(stack: str, root: Path = ROOT) -> tuple[Path, str]:
+    """`--stack` as a stack name (its `Pulumi.<stack>.yaml` at the top) or a stack file's path;
+    with the stack's name, which `--live` asks Pulumi for."""
+    if stack.endswith((".yaml", ".yml")) or "/" in stack:
+        path = Path(stack)
+        name = path.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
+        return path, name
+    return root / f"Pulumi.{stack}.yaml", stack
+
+
 def load_stack(stack: str, root: Path = ROOT) -> StackConfig:
-    return load_stack_file(root / f"Pulumi.{stack}.yaml")
+    return load_stack_file(stack_file(stack, root)[0])
 
 
 def stack_kubeconfigs(stack: str, root: Path = ROOT) -> Mapping[str, str]:
@@ -179,12 +191,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m components.ops.capacity_report", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--stack", default="dev", help="stack whose Pulumi.<stack>.yaml to read (default dev)")
+    parser.add_argument(
+        "--stack", default="dev", help="a stack name (its Pulumi.<stack>.yaml is read; default dev) or a stack file"
+    )
     parser.add_argument("--markdown", action="store_true", help="Markdown for a PR comment instead of a table")
     parser.add_argument("--live", action="store_true", help="also ask each tenant what HAMi has allocated")
     args = parser.parse_args(argv)
-    cfg = load_stack(args.stack)
-    kubeconfigs = stack_kubeconfigs(args.stack) if args.live else None
+    try:
+        cfg = load_stack(args.stack)
+    except (StackFileError, ConfigError) as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
+    kubeconfigs = stack_kubeconfigs(stack_file(args.stack)[1]) if args.live else None
     report = build_report(cfg, kubeconfigs)
     print(render_markdown(report, args.stack) if args.markdown else render_table(report))
     return 0

@@ -6,7 +6,7 @@ rulebook's own (`components.gpu.rules.place_all`, the `pack` the policy pack and
 validation use), so a plan said to fit here passes `up` and the policy pack on that fleet. No
 Pulumi import: run it as
     .venv/bin/python -m components.ops.plan_comparison --stack Pulumi.dev.yaml \\
-        --plan "a100=8xA100-80GB" --plan "l4=24xL4/4" [--markdown]
+        --plan "a100=8xA100-80GB" --plan "l4=24xL4/4" --plan "mix=2xA100-80GB/8+6xL4/8" [--markdown]
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from components.config.model import TenantConfig
 from components.config.problems import ConfigError
 from components.gpu.catalog import GPU_MODELS
 from components.gpu.requests import Demand, Quota, RequestError
-from components.gpu.rules import CARD_TYPE_MISMATCH, Fleet, PendingPod, Placement, judge, place_all
+from components.gpu.rules import Fleet, NodeGroup, PendingPod, Placement, judge, place_all
 from components.ops.hami_reasons import WORDS
 from components.ops.tables import markdown_table, text_table
 
@@ -32,8 +32,8 @@ PROG = "python -m components.ops.plan_comparison"
 # Bounds that keep a typo (24000 nodes) from a long run; far above any fleet a team plans.
 MAX_PLAN_NODES = 10_000
 MAX_PLAN_CARDS_PER_NODE = 64
-_PLAN = re.compile(r"^(?:(?P<name>[^=\s]+)=)?(?P<nodes>\d+)x(?P<model>[^/\s]+)(?:/(?P<cards>\d+))?$")
-SYNTAX = "[name=]<nodes>x<model>[/<cards per node>]"
+_PART = re.compile(r"^(?P<nodes>\d+)x(?P<model>[^/\s+]+)(?:/(?P<cards>\d+))?$")
+SYNTAX = "[name=]<nodes>x<model>[/<cards per node>][+<nodes>x<model>[/<cards per node>]...]"
 
 
 class PlanError(ValueError):
@@ -51,11 +51,11 @@ class Plan:
         return f"{self.name} = {self.fleet.describe()}"
 
 
-def parse_plan(text: str) -> Plan:
-    """`[name=]<nodes>x<model>[/<cards per node>]`, e.g. `l4=24xL4/4`; the name defaults to the spec."""
-    m = _PLAN.match(text.strip())
+def _part(text: str, part: str) -> NodeGroup:
+    """One `<nodes>x<model>[/<cards per node>]` of a plan."""
+    m = _PART.match(part.strip())
     if not m:
-        raise PlanError(f"plan {text!r} is not {SYNTAX} (e.g. 8xA100-80GB or l4=24xL4/4)")
+        raise PlanError(f"plan {text!r} is not {SYNTAX} (e.g. 8xA100-80GB, l4=24xL4/4 or 2xA100-80GB/8+6xL4/8)")
     model = GPU_MODELS.get(m["model"]) or {k.lower(): v for k, v in GPU_MODELS.items()}.get(m["model"].lower())
     if model is None:
         raise PlanError(f"plan {text!r}: unknown card model {m['model']!r}; known: {', '.join(sorted(GPU_MODELS))}")
@@ -64,8 +64,24 @@ def parse_plan(text: str) -> Plan:
         raise PlanError(f"plan {text!r}: {nodes} nodes; give 1-{MAX_PLAN_NODES}")
     if not 1 <= cards <= MAX_PLAN_CARDS_PER_NODE:
         raise PlanError(f"plan {text!r}: {cards} cards per node; give 1-{MAX_PLAN_CARDS_PER_NODE}")
-    spec = f"{nodes}x{model.key}" + (f"/{cards}" if m["cards"] else "")
-    return Plan(name=m["name"] or spec, fleet=Fleet(model, nodes, cards))
+    return NodeGroup(model, nodes, cards)
+
+
+def parse_plan(text: str) -> Plan:
+    """`[name=]<part>[+<part>...]`, each part `<nodes>x<model>[/<cards per node>]`, e.g. `l4=24xL4/4`
+    or a mixed fleet `200xA100-80GB/8+600xL4/8`; the name defaults to the spec."""
+    name, _, spec = text.strip().rpartition("=")
+    if "=" in name or any(c.isspace() for c in name):
+        raise PlanError(f"plan {text!r} is not {SYNTAX}")
+    groups = tuple(_part(text, p) for p in spec.split("+"))
+    total = sum(g.nodes for g in groups)
+    if total > MAX_PLAN_NODES:
+        raise PlanError(f"plan {text!r}: {total} nodes in all; give at most {MAX_PLAN_NODES}")
+    default = "+".join(
+        f"{g.nodes}x{g.model.key}" + (f"/{g.cards_per_node}" if "/" in p else "")
+        for g, p in zip(groups, spec.split("+"), strict=True)
+    )
+    return Plan(name=name or default, fleet=Fleet(groups))
 
 
 def parse_plans(texts: Sequence[str]) -> list[Plan]:
@@ -100,53 +116,41 @@ class TenantPlan:
     tenant: str
     plan: Plan
     placement: Placement
-    # Pods of workloads whose cardType names no card of the plan: HAMi never considers a card.
-    mismatched: tuple[PendingPod, ...] = ()
-    # "Kind name: why" for workloads the plan's card cannot express (they are left out).
+    # "Kind name: why" for workloads the plan's cards cannot express (they are left out).
     unexpressible: tuple[str, ...] = ()
     over_quota: tuple[str, ...] = ()
 
     @property
     def pending(self) -> tuple[PendingPod, ...]:
-        return self.mismatched + self.placement.pending
+        return self.placement.pending
 
     @property
     def pods(self) -> int:
-        return self.placement.pods + len(self.mismatched)
-
-
-def _card_type_matches(card_type: str | None, plan: Plan) -> bool:
-    # HAMi's nvidia.com/use-gputype: a case-insensitive substring of the card's type.
-    return card_type is None or card_type.lower() in plan.fleet.model.hami_type.lower()
+        return self.placement.pods
 
 
 def compare_tenant(tenant: Any, plan: Plan) -> TenantPlan:
-    """Place a tenant's workloads (`name`, `workloads`, `quota.quota` of a TenantConfig) on one plan."""
-    model = plan.fleet.model
+    """Place a tenant's workloads (`name`, `workloads`, `quota.quota` of a TenantConfig) on one
+    plan: each read on the plan's card models it allows; a workload no model of the plan allows
+    stays Pending with CardTypeMismatch (the rulebook's own verdict)."""
+    models = plan.fleet.models
     demands: list[Demand] = []
-    mismatched: list[Demand] = []
     unexpressible: list[str] = []
     for w in tenant.workloads:
         try:
-            d = w.demand(model)
+            d = w.demand(models)
         except RequestError as exc:
-            unexpressible.append(f"{w.kind} {w.name}: cannot be expressed on {model.key}: {exc}")
+            on = "/".join(m.key for m in models)
+            unexpressible.append(f"{w.kind} {w.name}: cannot be expressed on {on}: {exc}")
             continue
         if not d.pod.containers:
-            continue  # asks for no GPU on this model: nothing to place
-        (demands if _card_type_matches(w.card_type, plan) else mismatched).append(d)
-    everything = demands + mismatched
-    verdict = judge(everything, tenant.quota.quota, plan.fleet)
-    type_pending = tuple(
-        PendingPod(f"{d.name}[{k}]", d.name, ((CARD_TYPE_MISMATCH, plan.fleet.nodes),), allowed=not d.must_fit)
-        for d in mismatched
-        for k in range(d.peak)
-    )
+            continue  # asks for no GPU on these models: nothing to place
+        demands.append(d)
+    verdict = judge(demands, tenant.quota.quota, plan.fleet)
     return TenantPlan(
         tenant=tenant.name,
         plan=plan,
         placement=place_all(demands, plan.fleet),
-        mismatched=type_pending,
         unexpressible=tuple(unexpressible),
         over_quota=tuple(verdict.over_quota),
     )

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from components.config.model import POOL_KWOK
-from components.config.names import MOCK_GPU_NODE_LABEL, pool_labels
+from components.config.names import MOCK_GPU_NODE_LABEL, gpu_model_label, pool_labels
 from components.gpu.hami_annotations import GPU_NODE_LABEL, NODE_REGISTER, encode_node_register
 from components.gpu.inventory import CardsOfANode, advertised_resources, node_devices
 from components.ops.kube import get_json, http_status
@@ -45,6 +45,7 @@ def node_object(name: str, tenant: str, pool: str, fleet: CardsOfANode) -> dict[
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/role": "agent",
                 **pool_labels(tenant, pool, POOL_KWOK),
+                **gpu_model_label(fleet.model),
                 GPU_NODE_LABEL[0]: GPU_NODE_LABEL[1],
                 MOCK_GPU_NODE_LABEL[0]: MOCK_GPU_NODE_LABEL[1],
             },

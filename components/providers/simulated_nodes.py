@@ -13,14 +13,14 @@ import pulumi
 from pulumi.dynamic import CreateResult, ReadResult, UpdateResult
 
 from components.gpu.catalog import GPU_MODELS
-from components.gpu.rules import Fleet
+from components.gpu.rules import NodeGroup
 from components.ops.kube import core_api
 from components.ops.simulated_nodes import PARALLEL_REQUESTS, delete_nodes, ensure_nodes, pool_nodes
 from components.providers.base import Provider, ProviderResource
 
 
-def _fleet(props: dict[str, Any]) -> Fleet:
-    return Fleet(GPU_MODELS[props["model"]], len(props["names"]), int(props["cards_per_node"]))
+def _fleet(props: dict[str, Any]) -> NodeGroup:
+    return NodeGroup(GPU_MODELS[props["model"]], len(props["names"]), int(props["cards_per_node"]), props["pool"])
 
 
 def _core(props: dict[str, Any]) -> Any:

@@ -8,19 +8,25 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.model import GpuFleet
-from components.config.names import MACHINE_ID_ANNOTATION, MOCK_GPU_NODE_LABEL
+from components.config.names import MACHINE_ID_ANNOTATION, MOCK_GPU_NODE_LABEL, gpu_model_label
 from components.gpu.hami_annotations import GPU_NODE_LABEL, NODE_REGISTER, encode_node_register
 from components.gpu.inventory import gpu_capacity, node_devices
+from components.gpu.rules import Fleet
 from components.providers.node_gpu_capacity import NodeGpuCapacity
 
 
-def inventory_summary(fleet: GpuFleet, nodes: int) -> dict[str, object]:
-    cards = nodes * fleet.cards_per_node
+def inventory_summary(fleet: Fleet) -> dict[str, object]:
+    """The tenant's cards in all (a mixed fleet names each model), and per pool."""
+    capacity = fleet.capacity
     return {
-        "model": fleet.model.display_name,
-        "cards": cards,
-        "memoryMb": cards * fleet.model.memory_mb,
-        "coresPercent": cards * fleet.model.cores,
+        "model": " + ".join(m.display_name for m in fleet.models),
+        "cards": fleet.cards,
+        "memoryMb": capacity.gpumem_mb,
+        "coresPercent": capacity.gpucores,
+        "pools": {
+            g.name: {"model": g.model.display_name, "nodes": g.nodes, "cardsPerNode": g.cards_per_node}
+            for g in fleet.groups
+        },
     }
 
 
@@ -59,21 +65,29 @@ class MockGpuInventory(pulumi.ComponentResource):
         self.register_outputs({"nodes": list(self.nodes)})
 
     def add(
-        self, node: str, machine_id: pulumi.Input[str] | None = None, depends_on: list[pulumi.Resource] | None = None
+        self,
+        node: str,
+        machine_id: pulumi.Input[str] | None = None,
+        depends_on: list[pulumi.Resource] | None = None,
+        fleet: GpuFleet | None = None,
     ) -> NodeGpuCapacity:
-        """One node's cards, written after `depends_on` (its join); with `machine_id`, written again
-        when another machine joins under the node's name (a replaced worker starts as a new Node).
-        Returns the capacity seed, the last step: the node's cards are in place once it is."""
+        """One node's cards (`fleet`: its pool's, default the inventory's), written after `depends_on`
+        (its join); with `machine_id`, written again when another machine joins under the node's
+        name (a replaced worker starts as a new Node). Returns the capacity seed, the last step:
+        the node's cards are in place once it is."""
         args = self._args
+        cards = fleet or args.fleet
         annotations: dict[str, pulumi.Input[str]] = {
-            NODE_REGISTER: encode_node_register(node_devices(args.tenant, node, args.fleet))
+            NODE_REGISTER: encode_node_register(node_devices(args.tenant, node, cards))
         }
         if machine_id is not None:
             annotations[MACHINE_ID_ANNOTATION] = machine_id
         patch = k8s.core.v1.NodePatch(
             f"{self._name}-{node}",
             metadata=k8s.meta.v1.ObjectMetaPatchArgs(
-                name=node, labels=dict((GPU_NODE_LABEL, MOCK_GPU_NODE_LABEL)), annotations=annotations
+                name=node,
+                labels={**dict((GPU_NODE_LABEL, MOCK_GPU_NODE_LABEL)), **gpu_model_label(cards.model)},
+                annotations=annotations,
             ),
             opts=pulumi.ResourceOptions(
                 parent=self, provider=args.provider, depends_on=[*args.depends_on, *(depends_on or [])]
@@ -83,7 +97,7 @@ class MockGpuInventory(pulumi.ComponentResource):
             f"{self._name}-{node}-capacity",
             kubeconfig=args.kubeconfig,
             node=node,
-            count=gpu_capacity(args.fleet),
+            count=gpu_capacity(cards),
             machine_id=machine_id,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[patch]),
         )

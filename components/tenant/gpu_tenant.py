@@ -91,7 +91,8 @@ class GpuTenant(pulumi.ComponentResource):
         endpoint = f"{args.address}:{t.api_port}"
         self.bootstrap = NodeBootstrap(f"{name}-bootstrap", NodeBootstrapArgs(provider=provider), opts=child)
         ca_hash = admin.apply(kubeconfig_ca_hash)
-        fake_nodes = [n for pool in t.gpu_pools for n in t.node_names(args.lab_name, pool)]
+        # Each node with fake cards, and its pool's cards (a mixed fleet: several models).
+        fake_nodes = dict(t.gpu_nodes(args.lab_name))
         # Docker workers' fake cards, written node by node as each worker joins.
         self.inventory = MockGpuInventory(
             f"{name}-gpus",
@@ -125,7 +126,9 @@ class GpuTenant(pulumi.ComponentResource):
                 )
                 placed: list[pulumi.Resource] = [worker.membership, worker.labels]
                 if node in fake_nodes:
-                    placed.append(self.inventory.add(node, worker.machine_id, depends_on=placed))
+                    placed.append(
+                        self.inventory.add(node, worker.machine_id, depends_on=placed, fleet=fake_nodes[node])
+                    )
                 settled = NodeSettled(
                     f"{name}-{pool.name}-{i}-settled",
                     kubeconfig=admin,
@@ -169,8 +172,8 @@ class GpuTenant(pulumi.ComponentResource):
                 tenant=t.name,
                 pool=pool.name,
                 names=t.node_names(args.lab_name, pool),
-                model=t.gpu.model.key,
-                cards_per_node=t.gpu.cards_per_node,
+                model=t.pool_gpu(pool).model.key,
+                cards_per_node=t.pool_gpu(pool).cards_per_node,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.bootstrap]),
             )
             for pool in t.pools_of(POOL_KWOK)
@@ -193,7 +196,7 @@ class GpuTenant(pulumi.ComponentResource):
             )
             for pool in t.pools_of(POOL_EXTERNAL)
         ]
-        self.summary = inventory_summary(t.gpu, t.fleet.nodes)
+        self.summary = inventory_summary(t.fleet)
         self.hami = Hami(
             f"{name}-hami",
             HamiArgs(
@@ -202,7 +205,7 @@ class GpuTenant(pulumi.ComponentResource):
                 kubernetes_version=t.kubernetes_version,
                 hami=args.hami,
                 real_gpus=t.real_gpus,
-                expected_devices={n: [d.id for d in node_devices(t.name, n, t.gpu)] for n in fake_nodes},
+                expected_devices={n: [d.id for d in node_devices(t.name, n, g)] for n, g in fake_nodes.items()},
                 # After the last worker settled: in an upgrade, HAMi's kube-scheduler follows the workers.
                 depends_on=[
                     *self.settled,
@@ -239,8 +242,8 @@ class GpuTenant(pulumi.ComponentResource):
         for pool, ext in zip(t.pools_of(POOL_EXTERNAL), self.external, strict=True):
             self.pools[pool.name] = {"mode": pool.mode, "machines": pool.nodes, "join": ext.join}
         declared: dict[str, list[Demand]] = {}
-        for w in t.workloads:
-            declared.setdefault(w.namespace, []).append(w.demand(t.gpu.model))
+        for w, d in zip(t.workloads, t.demands(), strict=True):
+            declared.setdefault(w.namespace, []).append(d)
         self.quota = GpuQuota(
             f"{name}-quota",
             GpuQuotaArgs(

@@ -11,7 +11,7 @@ import pulumi_kubernetes as k8s
 
 from components.config.model import WorkloadConfig
 from components.config.names import FAIL_ON_PENDING_ANNOTATION, TENANT_LABEL, WORKLOAD_LABEL
-from components.gpu.hami_annotations import USE_GPU_TYPE
+from components.gpu.hami_annotations import NOUSE_GPU_TYPE, USE_GPU_TYPE
 from components.providers.release_wait import ReleaseWait
 
 
@@ -30,8 +30,10 @@ def pod_spec(w: WorkloadConfig) -> dict[str, Any]:
 def pod_annotations(w: WorkloadConfig) -> dict[str, str]:
     # HAMi does the waiting for the GPU; ReleaseWait bounds it with the workload's own timeout.
     annotations = {"pulumi.com/skipAwait": "true"}
-    if w.card_type:
+    if w.card_type is not None:
         annotations[USE_GPU_TYPE] = w.card_type
+    if w.avoid_card_type is not None:
+        annotations[NOUSE_GPU_TYPE] = w.avoid_card_type
     if not w.fail_on_pending:
         annotations[FAIL_ON_PENDING_ANNOTATION] = "false"
     return annotations

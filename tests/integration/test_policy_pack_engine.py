@@ -308,3 +308,50 @@ def test_a_team_b_label_through_team_a_cluster_is_refused(program):
     assert "reaches tenant team-a's API server" in result.stdout
     result = program([{**pod, "via": "team-b"}], pack=both)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+MIXED_TEAM_A = {
+    "name": "team-a",
+    "pools": [
+        {"name": "worker", "mode": "docker", "nodes": 1},
+        {"name": "a100", "mode": "kwok", "nodes": 1, "gpu": {"model": "A100-80GB", "cardsPerNode": 1}},
+        {"name": "l4", "mode": "kwok", "nodes": 1, "gpu": {"model": "L4", "cardsPerNode": 2}},
+    ],
+    "gpu": {"model": "A100-80GB", "cardsPerNode": 1},
+    "quota": {"gpus": 30, "gpumemMb": 500000, "gpucoresPercent": 300},
+}
+
+
+def on_cards(name: str, replicas: int, use: str | None = None, nouse: str | None = None, mem: int = 5000) -> dict:
+    """A Deployment of 5000 MB / 25 % slices, its pods choosing card types as HAMi reads them."""
+    annotations = {k: v for k, v in (("nvidia.com/use-gputype", use), ("nvidia.com/nouse-gputype", nouse)) if v}
+    return {
+        "name": name,
+        "kind": "Deployment",
+        "replicas": replicas,
+        "tenant": "team-a",
+        "spec": {"strategy": {"type": "Recreate"}},
+        "podAnnotations": annotations,
+        "limits": {"nvidia.com/gpumem": str(mem), "nvidia.com/gpucores": "25"},
+    }
+
+
+def test_a_mixed_fleet_is_judged_pool_by_pool_with_the_pods_card_types(program):
+    """An A100 node and an L4 node of two cards: 4 slices of 25 % per card, by cores."""
+    pack = {"tenants": [MIXED_TEAM_A]}
+    result = program([on_cards("serve", 8, use="L4")], pack=pack)
+    assert result.returncode == 0, result.stdout + result.stderr  # the two L4 cards, full
+    # nine on L4 do not fit, though the A100 has room: the pods may not use it
+    result = program([on_cards("serve", 9, use="L4")], pack=pack)
+    assert result.returncode != 0 and "gpu-fleet-fit" in result.stdout, result.stdout
+    assert "Deployment serve[8]" in result.stdout, result.stdout
+    assert program([on_cards("serve", 12)], pack=pack).returncode == 0  # without a type: both pools
+    # no card of an allowed type at all: refused per object, with HAMi's code
+    result = program([on_cards("train", 1, use="H100")], pack=pack)
+    assert result.returncode != 0 and "gpu-request-fits-one-card" in result.stdout, result.stdout
+    assert "nvidia.com/use-gputype 'H100' allows no card of the fleet" in result.stdout
+    assert "CardTypeMismatch" in result.stdout
+    # 30000 MB fits an A100 only: refused when the pod avoids it
+    result = program([on_cards("big", 1, nouse="A100", mem=30000)], pack=pack)
+    assert result.returncode != 0 and "exceeds one NVIDIA L4 24GB card (23034 MB)" in result.stdout, result.stdout
+    assert program([on_cards("big", 1, mem=30000)], pack=pack).returncode == 0

@@ -69,6 +69,33 @@ def tenants(draw):
     }
 
 
+@st.composite
+def mixed_tenants(draw):
+    """A tenant whose cards sit on an A100 pool and an L4 pool (simulated nodes), its workloads
+    picking card types. Each pod fits some card it may use (a pod that fits none is a per-object
+    refusal, the same in both: tests/unit/test_mixed_fleets.py); whether they all fit together
+    is what is compared."""
+    pools = [{"name": "worker", "mode": "docker", "nodes": 1}]
+    least = 4
+    for name, model in (("a100", "A100-80GB"), ("l4", "L4")):
+        gpu = {"model": model, "cardsPerNode": draw(st.integers(1, 4))}
+        least = min(least, gpu["cardsPerNode"])
+        pools.append({"name": name, "mode": "kwok", "nodes": draw(st.integers(1, 2)), "gpu": gpu})
+    tenant = draw(tenants())
+    types = st.sampled_from(
+        [{}, {"cardType": "A100"}, {"cardType": "L4"}, {"cardType": "a100,l4"}, {"avoidCardType": "L4"}]
+    )
+    workloads = []
+    for w in tenant["workloads"]:
+        w = {**w, **draw(types)}
+        if "gpumemMb" in w:
+            w["gpumemMb"] = draw(st.integers(1000, 23034))
+        if "gpus" in w:
+            w["gpus"] = draw(st.integers(1, least))
+        workloads.append(w)
+    return {**tenant, "pools": pools, "workloads": workloads, "gpu": {"model": "A100-80GB", "cardsPerNode": 1}}
+
+
 def config_verdict(tenant: dict) -> tuple[bool, bool]:
     """(over quota, something that must be scheduled does not fit) per load_stack_config."""
     try:
@@ -116,6 +143,16 @@ def test_config_and_pack_give_the_same_verdicts(tenant):
         assert pack_unfit == unfit
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mixed_tenants())
+def test_config_and_pack_agree_on_mixed_fleets(tenant):
+    over, unfit = config_verdict(tenant)
+    pack_over, pack_unfit = pack_verdict(tenant)
+    assert pack_over == over
+    if not over:
+        assert pack_unfit == unfit
+
+
 resources = st.fixed_dictionaries(
     {},
     optional={
@@ -135,7 +172,7 @@ resources = st.fixed_dictionaries(
 )
 def test_a_pods_containers_are_never_split_and_nodes_never_overfilled(pods, nodes, cards):
     card = GPU_MODELS["L4"]
-    fleet = Fleet(card, nodes, cards)
+    fleet = Fleet.of(card, nodes, cards)
     demands = []
     for i, containers in enumerate(pods):
         reqs = [parse_request(r, card) for r in containers]

@@ -165,7 +165,7 @@ def test_a_deployment_rolls_out_one_pod_at_a_time_by_default_and_a_pod_has_no_ro
     team_a = load_stack_config("gpu-tenancy", raw(DEV)).tenants[0]
     (w,) = team_a.workloads
     assert w.strategy == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
-    demand = w.demand(team_a.gpu.model)
+    demand = w.demand(team_a.fleet.models)
     assert (demand.replicas, demand.surge, demand.usage.gpucores) == (3, 0, 90)
     config = mutate("tenants.0.workloads.0.kind", "Pod")
     config = mutate_in(config, "tenants.0.workloads.0.replicas", 1)
@@ -320,7 +320,10 @@ def test_external_pool_brings_the_fleet_and_docker_workers_only_run_system_pods(
     )
     a = cfg.tenants[0]
     assert a.real_gpus and [p.name for p in a.gpu_pools] == ["gpus"]
-    assert (a.fleet.nodes, a.fleet.cards_per_node) == (4, 8)  # the mock plugin's per-node limit does not apply
+    assert (a.fleet.nodes, a.fleet.groups[0].cards_per_node) == (
+        4,
+        8,
+    )  # the mock plugin's per-node limit does not apply
     assert a.node_names("gpu-lab", a.pools[1]) == []  # the machines name themselves
 
 
@@ -400,7 +403,7 @@ def test_eight_a100_per_node_fit_a_kwok_pool_not_a_docker_worker():
 def test_example_stack_files_are_valid(name):
     cfg = load_stack_config("gpu-tenancy", raw(load_config_file(ROOT / "examples" / name)), kubeconfig_given=True)
     (t,) = cfg.tenants
-    assert t.docker_nodes == 1 and t.fleet.cards_per_node == 8
+    assert t.docker_nodes == 1 and t.fleet.groups[0].cards_per_node == 8
     assert (t.real_gpus, t.fleet.nodes) == ((False, 200) if "fleet" in name else (True, 4))
 
 

@@ -150,7 +150,7 @@ def test_cni_rendered_with_tenant_pod_cidr(rec):
 
 def test_inventory_annotations_and_capacity(rec):
     a = rec.named("team-a-gpus-gpu-lab-team-a-worker-0").inputs["metadata"]
-    assert a["labels"] == {"gpu": "on", "gpu-tenancy/mock-gpu": "true"}
+    assert a["labels"] == {"gpu": "on", "gpu-tenancy/mock-gpu": "true", "gpu-tenancy/gpu-model": "A100-80GB"}
     assert a["annotations"]["hami.io/node-nvidia-register"] == (
         '[{"id":"GPU-team-a-gpu-lab-team-a-worker-0-0","index":0,"count":10,"devmem":81920,"devcore":100,'
         '"type":"NVIDIA A100-SXM4-80GB","numa":0,"mode":"hami-core","health":true}]'
@@ -223,12 +223,19 @@ def test_stack_outputs(rec):
     assert a["endpoint"] == "https://172.30.0.2:31443"
     assert "secret" in a["kubeconfig"]
     assert a["pools"] == {"worker": {"mode": "docker", "nodes": ["gpu-lab-team-a-worker-0"]}}
-    assert a["gpuInventory"] == {"model": "NVIDIA A100 80GB", "cards": 1, "memoryMb": 81920, "coresPercent": 100}
+    assert a["gpuInventory"] == {
+        "model": "NVIDIA A100 80GB",
+        "cards": 1,
+        "memoryMb": 81920,
+        "coresPercent": 100,
+        "pools": {"worker": {"model": "NVIDIA A100 80GB", "nodes": 1, "cardsPerNode": 1}},
+    }
     assert out["team-b"]["gpuInventory"] == {
         "model": "NVIDIA L4 24GB",
         "cards": 4,
         "memoryMb": 92136,
         "coresPercent": 400,
+        "pools": {"worker": {"model": "NVIDIA L4 24GB", "nodes": 1, "cardsPerNode": 4}},
     }
     assert "secret" in out["managementKubeconfig"]
 

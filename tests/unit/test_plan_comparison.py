@@ -52,13 +52,13 @@ def test_every_code_the_rules_give_has_words_in_hami_reasons():
 
 def test_three_slices_share_one_a100_but_need_one_l4_each():
     slices = [demand("shared", SLICE, replicas=3)]
-    a100 = place_all(slices, Fleet(A100, 1, 1))
+    a100 = place_all(slices, Fleet.of(A100, 1, 1))
     assert a100.pending == () and a100.placed == {"shared[0]": 0, "shared[1]": 0, "shared[2]": 0}
     assert (a100.cards_used, a100.cards) == (1, 1)
     assert a100.allocated == Quota(gpus=3, gpumem_mb=60000, gpucores=90)
     assert a100.capacity == Quota(gpus=10, gpumem_mb=81920, gpucores=100)
 
-    one_l4 = place_all(slices, Fleet(L4, 1, 1))  # 23034 MB: one 20000 MB slice, 3034 MB left
+    one_l4 = place_all(slices, Fleet.of(L4, 1, 1))  # 23034 MB: one 20000 MB slice, 3034 MB left
     assert list(one_l4.placed) == ["shared[0]"]
     assert [(p.name, p.reasons) for p in one_l4.pending] == [
         ("shared[1]", ((CARD_INSUFFICIENT_MEMORY, 1),)),
@@ -66,26 +66,26 @@ def test_three_slices_share_one_a100_but_need_one_l4_each():
     ]
     assert one_l4.unplaceable == "shared[1]" and one_l4.allocated == Quota(1, 20000, 30)
 
-    three_l4 = place_all(slices, Fleet(L4, 3, 1))
+    three_l4 = place_all(slices, Fleet.of(L4, 3, 1))
     assert three_l4.pending == () and sorted(three_l4.placed.values()) == [0, 1, 2]
     assert (three_l4.cards_used, three_l4.allocated.gpumem_mb) == (3, 60000)
 
 
 def test_memory_left_but_not_cores_is_card_insufficient_core():
     # A fourth slice: 21920 MB are left on the A100, but only 10 % of its cores.
-    result = place_all([demand("shared", SLICE, replicas=4)], Fleet(A100, 1, 1))
+    result = place_all([demand("shared", SLICE, replicas=4)], Fleet.of(A100, 1, 1))
     (waiting,) = result.pending
     assert (waiting.name, waiting.reasons) == ("shared[3]", ((CARD_INSUFFICIENT_CORE, 1),))
 
 
 def test_each_node_reports_its_own_code_and_the_counts_add_up():
     # Two L4 nodes: a 20000 MB slice on each; a third slice finds too little memory on both.
-    result = place_all([demand("s", SLICE, replicas=3)], Fleet(L4, 2, 1))
+    result = place_all([demand("s", SLICE, replicas=3)], Fleet.of(L4, 2, 1))
     assert result.pending[0].reasons == ((CARD_INSUFFICIENT_MEMORY, 2),)
     # One node full of memory, the other of cores: both codes, one node each.
     mixed = place_all(
         [demand("mem", GpuRequest(1, 23034, 0)), demand("cores", GpuRequest(1, 1000, 100)), demand("x", SLICE)],
-        Fleet(L4, 2, 1),
+        Fleet.of(L4, 2, 1),
     )
     assert mixed.pending[0].reasons == ((CARD_INSUFFICIENT_MEMORY, 1), (CARD_INSUFFICIENT_CORE, 1))
 
@@ -94,20 +94,25 @@ def test_each_node_reports_its_own_code_and_the_counts_add_up():
     ("first", "then", "fleet", "codes"),
     [
         # More GPUs in one container than the node has cards: HAMi refuses before any card.
-        ([], GpuRequest(2, 1000, 10), Fleet(A100, 1, 1), (NODE_INSUFFICIENT_DEVICE,)),
+        ([], GpuRequest(2, 1000, 10), Fleet.of(A100, 1, 1), (NODE_INSUFFICIENT_DEVICE,)),
         # One card of two is free, the pod needs two: the taken card's code, and "too few".
         (
             [GpuRequest(1, 23034, 100)],
             GpuRequest(2, 1000, 10),
-            Fleet(L4, 1, 2),
+            Fleet.of(L4, 1, 2),
             (CARD_INSUFFICIENT_MEMORY, ALLOCATED_CARDS_INSUFFICIENT_REQUEST),
         ),
         # Ten vGPU slots per card (deviceSplitCount), all taken by 1000 MB slices.
-        ([GpuRequest(1, 1000, 0)] * 10, GpuRequest(1, 1000, 0), Fleet(A100, 1, 1), (CARD_TIME_SLICING_EXHAUSTED,)),
+        ([GpuRequest(1, 1000, 0)] * 10, GpuRequest(1, 1000, 0), Fleet.of(A100, 1, 1), (CARD_TIME_SLICING_EXHAUSTED,)),
         # A whole-card (100 %) request on a card already holding a 0 % slice.
-        ([GpuRequest(1, 2000, 0)], GpuRequest(1, 1000, 100), Fleet(A100, 1, 1), (EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT,)),
+        (
+            [GpuRequest(1, 2000, 0)],
+            GpuRequest(1, 1000, 100),
+            Fleet.of(A100, 1, 1),
+            (EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT,),
+        ),
         # A 0 % request on a card whose cores are all taken.
-        ([GpuRequest(1, 1000, 100)], GpuRequest(1, 1000, 0), Fleet(A100, 1, 1), (CARD_COMPUTE_UNITS_EXHAUSTED,)),
+        ([GpuRequest(1, 1000, 100)], GpuRequest(1, 1000, 0), Fleet.of(A100, 1, 1), (CARD_COMPUTE_UNITS_EXHAUSTED,)),
     ],
 )
 def test_hami_codes_per_refusal(first, then, fleet, codes):
@@ -122,21 +127,21 @@ def test_hami_codes_per_refusal(first, then, fleet, codes):
 def test_pods_allowed_to_stay_pending_go_after_those_that_must_fit():
     # The 60000 MB pod may stay Pending; placing it first would leave the slice no memory.
     ds = [demand("big", GpuRequest(1, 70000, 0), must_fit=False), demand("must", SLICE)]
-    result = place_all(ds, Fleet(A100, 1, 1))
+    result = place_all(ds, Fleet.of(A100, 1, 1))
     assert result.placed == {"must[0]": 0}
     (waiting,) = result.pending
     assert waiting.allowed and waiting.codes == (CARD_INSUFFICIENT_MEMORY,)
-    assert result.unplaceable is None and pack(ds, Fleet(A100, 1, 1)).unplaceable is None
+    assert result.unplaceable is None and pack(ds, Fleet.of(A100, 1, 1)).unplaceable is None
     # Room left over: the optional pod is placed too.
-    assert place_all(ds, Fleet(A100, 2, 1)).placed == {"must[0]": 0, "big[0]": 1}
+    assert place_all(ds, Fleet.of(A100, 2, 1)).placed == {"must[0]": 0, "big[0]": 1}
 
 
 def test_a_node_pack_stops_scanning_leaves_a_zero_mb_pod_without_a_code():
     # The first pod takes all 81920 MB (0 % cores); HAMi would still take a 0 MB / 10 % slice
     # there, but pack drops a node with no memory left: the pod stays Pending, as in pack.
     ds = [demand("all-mem", GpuRequest(1, 81920, 0)), demand("zero", GpuRequest(1, 0, 10))]
-    result = place_all(ds, Fleet(A100, 1, 1))
-    assert result.unplaceable == pack(ds, Fleet(A100, 1, 1)).unplaceable == "zero[0]"
+    result = place_all(ds, Fleet.of(A100, 1, 1))
+    assert result.unplaceable == pack(ds, Fleet.of(A100, 1, 1)).unplaceable == "zero[0]"
     assert result.pending[0].reasons == ()
 
 
@@ -145,7 +150,9 @@ requests = st.builds(GpuRequest, gpus=st.integers(1, 3), mem_mb=st.integers(0, 9
 demands = st.lists(
     st.tuples(st.lists(requests, min_size=1, max_size=3), st.integers(1, 4), st.booleans()), max_size=8
 ).map(lambda ds: [Demand(f"w{i}", pod(*reqs), n, must) for i, (reqs, n, must) in enumerate(ds)])
-fleets = st.builds(Fleet, model=st.sampled_from([A100, L4]), nodes=st.integers(1, 4), cards_per_node=st.integers(1, 4))
+fleets = st.builds(
+    Fleet.of, model=st.sampled_from([A100, L4]), nodes=st.integers(1, 4), cards_per_node=st.integers(1, 4)
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -228,9 +235,12 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 def test_plan_syntax():
     p = parse_plan("l4=24xL4/4")
-    assert (p.name, p.fleet) == ("l4", Fleet(L4, 24, 4))
+    assert (p.name, p.fleet) == ("l4", Fleet.of(L4, 24, 4))
     assert parse_plan("8xa100-80gb") == parse_plan("8xA100-80GB")  # model key in any case
-    assert parse_plan("8xA100-80GB").name == "8xA100-80GB" and parse_plan("8xA100-80GB").fleet.cards_per_node == 1
+    assert (
+        parse_plan("8xA100-80GB").name == "8xA100-80GB"
+        and parse_plan("8xA100-80GB").fleet.groups[0].cards_per_node == 1
+    )
 
 
 def test_text_table(capsys, stack):
@@ -276,8 +286,8 @@ def test_a_workload_the_plan_cannot_express_is_a_row_not_a_traceback():
     class Broken:
         name, kind, card_type = "odd", "Pod", None
 
-        def demand(self, card):
-            raise RequestError("nvidia.com/gpumem", f"gpumem does not fit {card.key}")
+        def demand(self, cards):
+            raise RequestError("nvidia.com/gpumem", f"gpumem does not fit {cards[0].key}")
 
     tenant = SimpleNamespace(name="team-x", workloads=(Broken(),), quota=SimpleNamespace(quota=Quota(1, 1, 1)))
     result = compare_tenant(tenant, parse_plan("1xL4"))

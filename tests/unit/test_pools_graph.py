@@ -228,7 +228,13 @@ def test_kwok_stack_outputs(kwok):
         "worker": {"mode": "docker", "nodes": [WORKER]},
         "sim": {"mode": "kwok", "nodes": SIM_NODES},
     }
-    assert a["gpuInventory"] == {"model": "NVIDIA A100 80GB", "cards": 3, "memoryMb": 3 * 81920, "coresPercent": 300}
+    assert a["gpuInventory"] == {
+        "model": "NVIDIA A100 80GB",
+        "cards": 3,
+        "memoryMb": 3 * 81920,
+        "coresPercent": 300,
+        "pools": {"sim": {"model": "NVIDIA A100 80GB", "nodes": 3, "cardsPerNode": 1}},
+    }
     assert kwok.stack_outputs["team-b"]["pools"] == {"worker": {"mode": "docker", "nodes": ["gpu-lab-team-b-worker-0"]}}
 
 
@@ -335,6 +341,7 @@ def test_external_stack_outputs(ext):
         "cards": 16,
         "memoryMb": 16 * 81920,
         "coresPercent": 1600,
+        "pools": {"gpus": {"model": "NVIDIA A100 80GB", "nodes": 2, "cardsPerNode": 8}},
     }
 
 

@@ -63,35 +63,35 @@ def demands(*reqs: GpuRequest) -> list[Demand]:
 
 def test_reference_lab_packing():
     slice_ = GpuRequest(1, 20000, 30)
-    one_a100 = Fleet(A100, 1, 1)
+    one_a100 = Fleet.of(A100, 1, 1)
     assert first_unplaceable(demands(*[slice_] * 3), one_a100) is None
     assert first_unplaceable(demands(*[slice_] * 4), one_a100) == "p3[0]"
     assert first_unplaceable(demands(GpuRequest(1, 90000, 0)), one_a100) == "p0[0]"
     assert first_unplaceable(demands(GpuRequest(2, 1000, 10)), one_a100) == "p0[0]"
-    assert first_unplaceable(demands(GpuRequest(2, 1000, 10)), Fleet(L4, 1, 2)) is None
+    assert first_unplaceable(demands(GpuRequest(2, 1000, 10)), Fleet.of(L4, 1, 2)) is None
     assert first_unplaceable([Demand("d", pod(slice_), replicas=4)], one_a100) == "d[3]"
 
 
 def test_a_pods_containers_are_never_split_across_nodes():
     whole = GpuRequest(1, 81920, 100)
     two_whole_cards = [Demand("pair", pod(whole, whole))]
-    assert first_unplaceable(two_whole_cards, Fleet(A100, 2, 1)) == "pair[0]"  # fits only if split
-    assert first_unplaceable(two_whole_cards, Fleet(A100, 1, 2)) is None
-    assert pod_violations(pod(whole, whole), Fleet(A100, 2, 1)) == [
+    assert first_unplaceable(two_whole_cards, Fleet.of(A100, 2, 1)) == "pair[0]"  # fits only if split
+    assert first_unplaceable(two_whole_cards, Fleet.of(A100, 1, 2)) is None
+    assert pod_violations(two_whole_cards[0], Fleet.of(A100, 2, 1)) == [
         "its containers together need more than the 1 card(s) of one node (a pod's containers all run on one node)"
     ]
 
 
 def test_containers_of_one_pod_may_share_a_card():
     assert (
-        first_unplaceable([Demand("p", pod(GpuRequest(1, 20000, 30), GpuRequest(1, 20000, 30)))], Fleet(A100, 1, 1))
+        first_unplaceable([Demand("p", pod(GpuRequest(1, 20000, 30), GpuRequest(1, 20000, 30)))], Fleet.of(A100, 1, 1))
         is None
     )
 
 
 def test_a_workload_allowed_to_stay_pending_counts_for_quota_not_fit():
     big = Demand("waits", pod(GpuRequest(1, 90000, 10)), must_fit=False)
-    verdict = judge([big], Quota(10, 81920, 100), Fleet(A100, 1, 1))
+    verdict = judge([big], Quota(10, 81920, 100), Fleet.of(A100, 1, 1))
     assert verdict.unplaceable is None
     assert verdict.over_quota == ["gpumem MB 90000 > quota 81920"]
 
@@ -110,7 +110,7 @@ requests = st.builds(GpuRequest, gpus=st.integers(1, 2), mem_mb=st.integers(0, 3
 def test_packing_never_exceeds_the_fleet(pods, nodes, cards):
     """Whenever the packer says everything fits, the totals fit the fleet's capacity."""
     ds = [Demand(f"p{i}", pod(*reqs)) for i, reqs in enumerate(pods)]
-    fleet = Fleet(L4, nodes, cards)
+    fleet = Fleet.of(L4, nodes, cards)
     if first_unplaceable(ds, fleet) is None:
         cap = fleet.capacity
         used = total_usage(ds)

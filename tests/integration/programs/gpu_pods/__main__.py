@@ -1,5 +1,6 @@
 """GPU objects from config `workloads` (list of {name, kind, replicas, tenant, via, limits,
-containers: [{name, limits}], spec: {...extra spec}, annotations}), each created through the
+containers: [{name, limits}], spec: {...extra spec}, annotations, podAnnotations (a template's)}),
+each created through the
 provider of tenant `via` (default: its `tenant`, else the first) from the secret config
 `kubeconfig-<tenant>` for every tenant in `clusters`; a workload without `tenant` carries no
 tenant label. Kinds: Pod, Deployment, ReplicationController, StatefulSet, DaemonSet, Job,
@@ -32,7 +33,7 @@ for w in config.require_object("workloads"):
         "annotations": {"pulumi.com/skipAwait": "true", **w.get("annotations", {})},
     }
     pod = {"containers": containers, **({"restartPolicy": "Never"} if w.get("kind") in ("Job", "CronJob") else {})}
-    template = {"metadata": {"labels": labels}, "spec": pod}
+    template = {"metadata": {"labels": labels, "annotations": w.get("podAnnotations", {})}, "spec": pod}
     kind = w.get("kind", "Pod")
     if kind == "Pod":
         k8s.core.v1.Pod(w["name"], metadata=meta, spec=pod, opts=opts)

@@ -18,7 +18,7 @@ quota = GpuQuota(
     "quota",
     GpuQuotaArgs(
         budget=t.quota.quota,
-        declared={w.namespace: total_usage([w.demand(t.gpu.model)])},
+        declared={w.namespace: total_usage([w.demand(t.fleet.models)])},
         tenant="team-a",
         provider=provider,
     ),
