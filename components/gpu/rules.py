@@ -100,6 +100,25 @@ class Fleet:
     def describe(self) -> str:
         return "; ".join(g.describe() for g in self.groups)
 
+    def locate(self, node: int) -> tuple[NodeGroup, int]:
+        """The group of the fleet's `node`-th node, and its index within the group."""
+        for g in self.groups:
+            if node < g.nodes:
+                return g, node
+            node -= g.nodes
+        raise IndexError(f"the fleet has {self.nodes} nodes, not {node}")
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One vGPU a placed pod holds: on card `card` of the fleet's `node`-th node."""
+
+    node: int
+    card: int
+    pod: str
+    mem_mb: int
+    cores: int
+
 
 def fleet_capacity(nodes: int, cards_per_node: int, card: GpuModel) -> Quota:
     return NodeGroup(card, nodes, cards_per_node).capacity
@@ -112,6 +131,8 @@ class _Card:
     cores_free: int
     slots_free: int
     used: bool = False
+    # The pods holding a slice of it: (pod, MB, cores).
+    held: list[tuple[str, int, int]] = field(default_factory=list)
 
     def takes(self, req: GpuRequest) -> bool:
         """Whether one vGPU of `req` fits on this card, with HAMi's per-card rules."""
@@ -132,14 +153,15 @@ class _Card:
             return CARD_COMPUTE_UNITS_EXHAUSTED
         return None
 
-    def take(self, req: GpuRequest) -> None:
+    def take(self, req: GpuRequest, pod: str) -> None:
         self.mem_free -= req.mem_mb
         self.cores_free -= req.cores
         self.slots_free -= 1
         self.used = True
+        self.held.append((pod, req.mem_mb, req.cores))
 
     def copy(self) -> _Card:
-        return _Card(self.model, self.mem_free, self.cores_free, self.slots_free, self.used)
+        return _Card(self.model, self.mem_free, self.cores_free, self.slots_free, self.used, list(self.held))
 
 
 def _empty_node(group: NodeGroup) -> list[_Card]:
@@ -147,7 +169,7 @@ def _empty_node(group: NodeGroup) -> list[_Card]:
     return [_Card(m, m.memory_mb, m.cores, m.split_count) for _ in range(group.cards_per_node)]
 
 
-def _fit(d: Demand, cards: list[_Card]) -> tuple[list[_Card] | None, tuple[str, ...]]:
+def _fit(d: Demand, cards: list[_Card], pod_name: str = "") -> tuple[list[_Card] | None, tuple[str, ...]]:
     """The node's cards after one pod of `d` (best fit per vGPU, container by container, as HAMi
     allocates them), or None and HAMi's codes for the container that does not fit: one code per
     refusing card, and AllocatedCardsInsufficientRequest when some cards fit but too few. The pod
@@ -167,13 +189,13 @@ def _fit(d: Demand, cards: list[_Card]) -> tuple[list[_Card] | None, tuple[str, 
                 codes.add(ALLOCATED_CARDS_INSUFFICIENT_REQUEST)
             return None, tuple(c for c in HAMI_CODE_ORDER if c in codes)
         for c in sorted(fits, key=lambda c: (c.mem_free, c.cores_free))[: req.gpus]:
-            c.take(req)
+            c.take(req, pod_name)
     return trial, ()
 
 
-def _place(d: Demand, cards: list[_Card]) -> bool:
+def _place(d: Demand, cards: list[_Card], pod_name: str = "") -> bool:
     """Place every container of one pod of `d` on this node (best fit per vGPU), or change nothing."""
-    trial, _ = _fit(d, cards)
+    trial, _ = _fit(d, cards, pod_name)
     if trial is None:
         return False
     cards[:] = trial
@@ -234,11 +256,11 @@ class _FirstFit:
         self.nodes = [_empty_node(g) for g in fleet.groups for _ in range(g.nodes)]
         self.open = list(range(len(self.nodes)))
 
-    def place(self, d: Demand) -> int | None:
+    def place(self, d: Demand, pod_name: str = "") -> int | None:
         """The node index one pod of `d` went to, or None when no node in the scan takes it."""
         for pos, index in enumerate(self.open):
             cards = self.nodes[index]
-            if _place(d, cards):
+            if _place(d, cards, pod_name):
                 if not any(c.slots_free > 0 and c.mem_free > 0 for c in cards):
                     del self.open[pos]  # full: never scanned again
                 return index
@@ -290,6 +312,8 @@ class Placement:
     pending: tuple[PendingPod, ...]
     cards_used: int
     allocated: Quota
+    # Every vGPU the placed pods hold, card by card.
+    slices: tuple[Slice, ...] = ()
 
     @property
     def pods(self) -> int:
@@ -333,7 +357,7 @@ def place_all(demands: Iterable[Demand], fleet: Fleet) -> Placement:
     pending: list[PendingPod] = []
     for must_fit in (True, False):
         for name, d in _largest_first(demands, must_fit):
-            index = fit.place(d)
+            index = fit.place(d, name)
             if index is None:
                 reasons = _pending_reasons(d, fit.nodes)
                 pending.append(PendingPod(name, d.name, reasons, allowed=not must_fit))
@@ -345,7 +369,13 @@ def place_all(demands: Iterable[Demand], fleet: Fleet) -> Placement:
         gpumem_mb=sum(c.model.memory_mb - c.mem_free for c in cards),
         gpucores=sum(c.model.cores - c.cores_free for c in cards),
     )
-    return Placement(fleet, placed, tuple(pending), sum(c.used for c in cards), allocated)
+    slices = tuple(
+        Slice(n, k, pod, mem, cores)
+        for n, node in enumerate(fit.nodes)
+        for k, card in enumerate(node)
+        for pod, mem, cores in card.held
+    )
+    return Placement(fleet, placed, tuple(pending), sum(c.used for c in cards), allocated, slices)
 
 
 def first_unplaceable(demands: Iterable[Demand], fleet: Fleet) -> str | None:

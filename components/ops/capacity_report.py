@@ -24,7 +24,7 @@ from components.config.model import StackConfig, TenantConfig
 from components.config.problems import ConfigError
 from components.gpu import hami_annotations as ha
 from components.gpu.requests import Quota, total_usage
-from components.ops import hami_reasons
+from components.ops import fleet_picture, hami_reasons
 from components.ops.kube import core_api, get_json
 from components.ops.tables import markdown_table, text_table
 
@@ -196,6 +196,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--markdown", action="store_true", help="Markdown for a PR comment instead of a table")
     parser.add_argument("--live", action="store_true", help="also ask each tenant what HAMi has allocated")
+    parser.add_argument(
+        "--picture",
+        type=Path,
+        metavar="DIR",
+        help="also draw each tenant's cards and who holds which slice into DIR/<tenant>.svg and .png "
+        "(the declared workloads; with --live, HAMi's allocation)",
+    )
     args = parser.parse_args(argv)
     try:
         cfg = load_stack(args.stack)
@@ -205,6 +212,15 @@ def main(argv: list[str] | None = None) -> int:
     kubeconfigs = stack_kubeconfigs(stack_file(args.stack)[1]) if args.live else None
     report = build_report(cfg, kubeconfigs)
     print(render_markdown(report, args.stack) if args.markdown else render_table(report))
+    if args.picture:
+        pictures = [
+            fleet_picture.live(t.name, core_api(kubeconfigs[t.name]))
+            if kubeconfigs and t.name in kubeconfigs
+            else fleet_picture.declared(t, cfg.cluster.name)
+            for t in cfg.tenants
+        ]
+        for path in fleet_picture.render_all(pictures, args.picture):
+            print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
