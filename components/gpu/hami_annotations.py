@@ -217,3 +217,19 @@ def decode_pod_devices(value: str) -> list[list[ContainerDevice]]:
             devices.append(ContainerDevice(uuid=fields[0], vendor=fields[1], usedmem=mem, usedcores=cores))
         containers.append(devices)
     return containers
+
+
+def pod_allocation(pod: Mapping[str, object]) -> list[ContainerDevice]:
+    """The slices HAMi recorded on a live pod (`vgpu-devices-allocated`), every container's; none
+    for a finished pod (it holds nothing) or one whose annotation does not parse."""
+    status = pod.get("status") or {}
+    if isinstance(status, Mapping) and status.get("phase") in ("Succeeded", "Failed"):
+        return []
+    meta = pod.get("metadata") or {}
+    value = ((meta.get("annotations") if isinstance(meta, Mapping) else None) or {}).get(DEVICES_ALLOCATED)
+    if not value:
+        return []
+    try:
+        return [d for devices in decode_pod_devices(value) for d in devices]
+    except AnnotationFormatError:
+        return []

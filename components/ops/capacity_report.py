@@ -55,23 +55,10 @@ class TenantCapacity:
 
 def allocated_by_hami(core: Any) -> Quota:
     """Sum of what HAMi recorded on the tenant's live pods (finished pods hold nothing)."""
-    gpus = mem = cores = 0
-    for pod in get_json(core.list_pod_for_all_namespaces).get("items") or []:
-        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            continue
-        value = (pod["metadata"].get("annotations") or {}).get(ha.DEVICES_ALLOCATED)
-        if not value:
-            continue
-        try:
-            containers = ha.decode_pod_devices(value)
-        except ha.AnnotationFormatError:
-            continue
-        for devices in containers:
-            for d in devices:
-                gpus += 1
-                mem += d.usedmem
-                cores += d.usedcores
-    return Quota(gpus=gpus, gpumem_mb=mem, gpucores=cores)
+    slices = [
+        d for pod in get_json(core.list_pod_for_all_namespaces).get("items") or [] for d in ha.pod_allocation(pod)
+    ]
+    return Quota(gpus=len(slices), gpumem_mb=sum(d.usedmem for d in slices), gpucores=sum(d.usedcores for d in slices))
 
 
 def waiting_for_hami(core: Any) -> tuple[str, ...]:

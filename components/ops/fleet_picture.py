@@ -118,23 +118,15 @@ def live(tenant: str, core: Any) -> FleetPicture:
             picture.cards.append(card)
             by_uuid[d.id] = card
     for pod in get_json(core.list_pod_for_all_namespaces).get("items") or []:
-        meta, status = pod["metadata"], pod.get("status") or {}
-        if status.get("phase") in ("Succeeded", "Failed"):
-            continue
+        meta = pod["metadata"]
         owner = f"{meta['namespace']}/{meta['name']}"
-        workload = _workload_of(meta)
-        value = (meta.get("annotations") or {}).get(ha.DEVICES_ALLOCATED)
-        if value:
-            try:
-                containers = ha.decode_pod_devices(value)
-            except ha.AnnotationFormatError:
-                continue
-            for devices in containers:
-                for d in devices:
-                    card = by_uuid.get(d.uuid)
-                    if card is not None:
-                        picture.slices.append(SliceOf(card.key, owner, workload, d.usedmem, d.usedcores))
-        elif not (pod.get("spec") or {}).get("nodeName") and pod["spec"].get("schedulerName") == ha.SCHEDULER_NAME:
+        held = ha.pod_allocation(pod)
+        for d in held:
+            card = by_uuid.get(d.uuid)
+            if card is not None:
+                picture.slices.append(SliceOf(card.key, owner, _workload_of(meta), d.usedmem, d.usedcores))
+        spec = pod.get("spec") or {}
+        if not held and not spec.get("nodeName") and spec.get("schedulerName") == ha.SCHEDULER_NAME:
             reason = hami_reasons.pending_reason(core, meta["namespace"], meta["name"])
             picture.pending.append(f"{owner}: {reason.text}")
     return picture
