@@ -20,6 +20,8 @@ sys.path.insert(0, str(ROOT))
 import gpu_policies as gp  # noqa: E402
 from pulumi_policy import PolicyResource, PolicyResourceOptions, ResourceValidationArgs, StackValidationArgs  # noqa: E402
 
+from tests.support.policy_pack import via_label  # noqa: E402
+
 OPTS = PolicyResourceOptions(False, [], False, [], None, [])
 
 
@@ -72,13 +74,22 @@ def run(n: int, with_fit: bool) -> dict[str, float]:
 
     t0 = time.perf_counter()
     for typ, props in objs:
-        args = ResourceValidationArgs(typ, props, f"urn:pulumi:s::p::{typ}::x", "x", OPTS, None, CONFIG)
+        via = via_label(props)  # the tenant's own provider, as the program's objects come through theirs
+        args = ResourceValidationArgs(typ, props, f"urn:pulumi:s::p::{typ}::x", "x", OPTS, via, CONFIG)
         policies["gpu-tenant-known"].validate(args, report)
         policies["gpu-request-fits-one-card"].validate(args, report)
     t1 = time.perf_counter()
     resources = [
         PolicyResource(
-            t, p, f"urn:pulumi:s::p::{t}::{p['metadata']['name']}", p["metadata"]["name"], OPTS, None, None, [], {}
+            t,
+            p,
+            f"urn:pulumi:s::p::{t}::{p['metadata']['name']}",
+            p["metadata"]["name"],
+            OPTS,
+            via_label(p),
+            None,
+            [],
+            {},
         )
         for t, p in objs
     ]

@@ -6,7 +6,8 @@ cards HAMi registered on each node, the slices its pods' annotations record).
 
 Drawn with matplotlib into a self-contained SVG (fonts as paths, nothing fetched when viewed)
 and a PNG for a PR comment. Each card is an SVG group `card:<node>/<index>`, each slice
-`slice:<node>/<index>/<pod>`, so a reader (or a test) finds every card and slice by name.
+`slice:<node>/<index>/<namespace>/<pod>` (its memory; `:cores` after it, its cores), so a reader
+(or a test) finds every card and slice by name.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from components.gpu.rules import place_all
 from components.ops import hami_reasons
 from components.ops.kube import get_json
 
-# Colours by workload: a qualitative palette (matplotlib's tab10), in order of first appearance.
-MAX_LABEL_CARDS = 64  # above this many cards, slices are drawn without their pod names
+# Above this many cards, slices are drawn without their pod names (they would not be legible).
+MAX_LABEL_CARDS = 64
 
 
 @dataclass(frozen=True)
@@ -208,6 +209,7 @@ def render(picture: FleetPicture, out: Path) -> tuple[Path, Path]:
 
 
 def _colours(workloads: Iterable[str]) -> dict[str, Any]:
+    """A colour per workload: a qualitative palette (matplotlib's tab10), in order of first appearance."""
     import matplotlib
 
     palette = matplotlib.colormaps["tab10"].colors

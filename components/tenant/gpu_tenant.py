@@ -124,10 +124,11 @@ class GpuTenant(pulumi.ComponentResource):
                     ),
                     opts=child,
                 )
-                placed: list[pulumi.Resource] = [worker.membership, worker.labels]
+                joined: list[pulumi.Resource] = [worker.membership, worker.labels]
+                placed = list(joined)
                 if node in fake_nodes:
                     placed.append(
-                        self.inventory.add(node, worker.machine_id, depends_on=placed, fleet=fake_nodes[node])
+                        self.inventory.add(node, worker.machine_id, depends_on=joined, fleet=fake_nodes[node])
                     )
                 settled = NodeSettled(
                     f"{name}-{pool.name}-{i}-settled",

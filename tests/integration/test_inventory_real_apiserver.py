@@ -55,7 +55,13 @@ def test_up_second_up_destroy(pulumi_cli, cluster, stack):
         assert node.status.capacity["cpu"] == "8"
 
     outputs = json.loads(pulumi_cli("stack", "output", "--json", cwd=stack).stdout)
-    assert outputs["inventory"] == {"model": "NVIDIA L4 24GB", "cards": 4, "memoryMb": 92136, "coresPercent": 400}
+    assert outputs["inventory"] == {
+        "model": "NVIDIA L4 24GB",
+        "cards": 4,
+        "memoryMb": 92136,
+        "coresPercent": 400,
+        "pools": {"inv": {"model": "NVIDIA L4 24GB", "nodes": 2, "cardsPerNode": 2}},
+    }
 
     state = json.loads(pulumi_cli("stack", "export", cwd=stack).stdout)
     assert TOKEN not in json.dumps(state), "the kubeconfig's token is in the state in clear text"

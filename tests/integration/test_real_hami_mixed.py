@@ -99,7 +99,7 @@ def test_hami_and_the_rulebook_agree_pod_by_pod_on_a_mixed_fleet(mixed_lab):
             index = placement.placed[f"{name}[0]"]
             said[name] = [g.name for g in FLEET.groups for _ in range(g.nodes)][index]
         else:
-            said[name] = "Pending: " + ",".join(sorted(placement.pending[0].codes))
+            said[name] = "Pending: " + ", ".join(f"{c} x{n}" for c, n in sorted(placement.pending[0].reasons))
     # what HAMi does: one pod at a time, each removed before the next, so each meets the empty fleet
     did = {}
     for name, use, nouse, limits in PODS:
@@ -110,11 +110,53 @@ def test_hami_and_the_rulebook_agree_pod_by_pod_on_a_mixed_fleet(mixed_lab):
             if pod.spec.node_name and (pod.metadata.annotations or {}).get(ha.BIND_PHASE) == ha.PHASE_SUCCESS:
                 return _pool_of(pod.spec.node_name)
             reason = hami_reasons.pending_reason(core, "default", name)
-            return "Pending: " + ",".join(sorted(reason.codes)) if reason.codes else None
+            if len(reason.by_node) < FLEET.nodes:  # HAMi's events name every node that refused it
+                return None
+            counts: dict[str, int] = {}
+            for codes in reason.by_node.values():
+                for code in codes:
+                    counts[code] = counts.get(code, 0) + 1
+            return "Pending: " + ", ".join(f"{c} x{n}" for c, n in sorted(counts.items()))
 
         did[name] = wait_until(settled, timeout=60, interval=0.5, what=f"HAMi to place or refuse {name}")
         core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
         wait_until(lambda n=name: not _listed(core, n), timeout=30, what=f"{name} to go")
     assert did == said
     assert did["use-l4"] == "l4" and did["nouse-l4"] == "a100" and did["big-no-type"] == "a100"
-    assert did["h100"] == f"Pending: {CARD_TYPE_MISMATCH}"
+    assert did["h100"] == f"Pending: {CARD_TYPE_MISMATCH} x4"
+    assert did["big-on-l4"] == f"Pending: CardInsufficientMemory x2, {CARD_TYPE_MISMATCH} x2"
+
+
+def test_the_live_picture_is_what_hami_allocated(mixed_lab, tmp_path):
+    """Pods of both pools held at once; the picture drawn from the tenant (HAMi's annotations)
+    puts each slice on a card of the pool HAMi chose, and its slices add up to HAMi's totals."""
+    from components.ops.capacity_report import allocated_by_hami
+    from components.ops.fleet_picture import live, render
+
+    core = mixed_lab.core()
+    pods = {
+        "serve-0": ("L4", None),
+        "serve-1": ("L4", None),
+        "train-0": ("A100", None),
+        "train-1": (None, "L4"),
+    }
+    for name, (use, nouse) in pods.items():
+        core.create_namespaced_pod("default", _pod(name, use, nouse, {ha.RES_GPUMEM: "9000", ha.RES_GPUCORES: "20"}))
+
+    def released() -> bool:
+        listed = core.list_namespaced_pod("default").items
+        return len(listed) == len(pods) and all(
+            (p.metadata.annotations or {}).get(ha.BIND_PHASE) == ha.PHASE_SUCCESS for p in listed
+        )
+
+    wait_until(released, timeout=90, what="HAMi to place and the controller to release every pod")
+    picture = live("team-a", core)
+    assert len(picture.cards) == FLEET.cards
+    total = allocated_by_hami(core_api(mixed_lab.kubeconfig_text))
+    assert (len(picture.slices), sum(s.mem_mb for s in picture.slices)) == (total.gpus, total.gpumem_mb) == (4, 36000)
+    pools = {s.owner.split("/", 1)[1]: next(c.pool for c in picture.cards if c.key == s.card) for s in picture.slices}
+    assert pools == {"serve-0": "l4", "serve-1": "l4", "train-0": "a100", "train-1": "a100"}
+    svg, _ = render(picture, tmp_path)
+    assert all(f'id="slice:{s.card}/{s.owner}"' in svg.read_text() for s in picture.slices)
+    for name in pods:
+        core.delete_namespaced_pod(name, "default", grace_period_seconds=0)

@@ -8,6 +8,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.model import GpuFleet
+from components.gpu.rules import Fleet
 from components.tenant.gpu_inventory import MockGpuInventory, MockGpuInventoryArgs, inventory_summary
 
 config = pulumi.Config()
@@ -24,4 +25,5 @@ inventory = MockGpuInventory(
         kubeconfig=kubeconfig,
     ),
 )
-pulumi.export("inventory", inventory_summary(fleet, len(config.require_object("nodes"))))
+nodes = len(config.require_object("nodes"))
+pulumi.export("inventory", inventory_summary(Fleet.of(fleet.model, nodes, fleet.cards_per_node, "inv")))
