@@ -22,7 +22,7 @@ from components.gpu.requests import Demand, GpuRequest, PodRequest, Quota, quota
 # because this layer imports nothing above it; components.ops.hami_reasons.WORDS gives their
 # plain words (a test checks it knows each one).
 NODE_INSUFFICIENT_DEVICE = "NodeInsufficientDevice"  # more GPUs per container than the node has cards
-CARD_TYPE_MISMATCH = "CardTypeMismatch"  # nvidia.com/use-gputype names no card of the node
+CARD_TYPE_MISMATCH = "CardTypeMismatch"  # no card of the node is of a type the pod allows (use-/nouse-gputype)
 CARD_TIME_SLICING_EXHAUSTED = "CardTimeSlicingExhausted"
 CARD_INSUFFICIENT_MEMORY = "CardInsufficientMemory"
 CARD_INSUFFICIENT_CORE = "CardInsufficientCore"

@@ -30,7 +30,7 @@ QUOTA_EXCEEDED = "QuotaExceeded"
 WORDS: Mapping[str, str] = {
     "CardInsufficientCore": "not enough GPU cores (gpucores %) left on any card",
     "CardInsufficientMemory": "not enough GPU memory (gpumem MB) left on any card",
-    "CardTypeMismatch": "card type mismatch (nvidia.com/use-gputype names no card of the node)",
+    "CardTypeMismatch": "no card of the node is of a type the pod allows (nvidia.com/use-gputype, nouse-gputype)",
     "CardUuidMismatch": "no card with the requested uuid",
     "CardTimeSlicingExhausted": "every vGPU slot of the card is taken",
     "CardComputeUnitsExhausted": "the card's cores are all taken",

@@ -31,7 +31,7 @@ def test_several_reasons_and_nodes_in_one_round():
     r = parse(events)
     assert r.by_node == {"n1": ["CardInsufficientMemory"], "n2": ["CardInsufficientMemory"], "n3": ["CardTypeMismatch"]}
     assert r.codes == ["CardInsufficientMemory", "CardTypeMismatch"]
-    assert "card type mismatch" in r.text
+    assert "no card of the node is of a type the pod allows" in r.text
 
 
 def test_hami_210_reason_inside_the_scheduler_message():
