@@ -60,8 +60,15 @@ class FleetPicture:
     slices: list[SliceOf] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)  # "owner: HAMi's reason"
 
+    def by_card(self) -> dict[str, list[SliceOf]]:
+        """The slices of each card (Card.key), in the order they were taken."""
+        out: dict[str, list[SliceOf]] = {}
+        for s in self.slices:
+            out.setdefault(s.card, []).append(s)
+        return out
+
     def used(self, card: Card) -> tuple[int, int]:
-        held = [s for s in self.slices if s.card == card.key]
+        held = self.by_card().get(card.key, [])
         return sum(s.mem_mb for s in held), sum(s.cores for s in held)
 
 
@@ -167,6 +174,7 @@ def render(picture: FleetPicture, out: Path) -> tuple[Path, Path]:
     height = 1.2 + 0.55 * len(nodes) + 0.22 * min(len(picture.pending), 30)
     fig, ax = plt.subplots(figsize=(width, height))
     colours = _colours(s.workload for s in picture.slices)
+    held = picture.by_card()
     label = len(picture.cards) <= MAX_LABEL_CARDS
     for row, (node, pool, cards) in enumerate(nodes):
         y = len(nodes) - 1 - row
@@ -176,7 +184,7 @@ def render(picture: FleetPicture, out: Path) -> tuple[Path, Path]:
             group = f"card:{card.key}"
             ax.add_patch(Rectangle((x, y), 1, 0.4, facecolor="#f2f2f2", edgecolor="#555", linewidth=0.6, gid=group))
             ax.text(x + 0.5, y + 0.45, f"{card.model} {card.memory_mb:,} MB", ha="center", fontsize=5, color="#333")
-            _bars(ax, picture, card, x, y, colours, label, Rectangle)
+            _bars(ax, held.get(card.key, []), card, x, y, colours, label, Rectangle)
     if picture.pending:
         shown = picture.pending[:30]
         more = f"\n… and {len(picture.pending) - 30} more" if len(picture.pending) > 30 else ""
@@ -217,11 +225,8 @@ def _colours(workloads: Iterable[str]) -> dict[str, Any]:
     return {name: palette[i % len(palette)] for i, name in enumerate(names)}
 
 
-def _bars(
-    ax: Any, picture: FleetPicture, card: Card, x: float, y: float, colours: dict, label: bool, rect: Any
-) -> None:
-    """A card's two bars: memory (upper half) and cores (lower half), one segment per slice."""
-    held = [s for s in picture.slices if s.card == card.key]
+def _bars(ax: Any, held: list[SliceOf], card: Card, x: float, y: float, colours: dict, label: bool, rect: Any) -> None:
+    """A card's two bars: memory (upper half) and cores (lower half), one segment per slice it holds."""
     for part, (top, total, amount) in enumerate(
         ((y + 0.2, card.memory_mb, lambda s: s.mem_mb), (y, card.cores, lambda s: s.cores))
     ):

@@ -17,7 +17,7 @@ that what left came back.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from components.ops import hami_reasons
@@ -48,11 +48,11 @@ class Moved:
     owner_uid: str = ""
 
     def as_dict(self) -> dict[str, str]:
-        return {k: getattr(self, k) for k in ("namespace", "pod", "owner_kind", "owner_name", "owner_uid")}
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, str]) -> Moved:
-        return cls(**{k: d.get(k, "") for k in ("namespace", "pod", "owner_kind", "owner_name", "owner_uid")})
+        return cls(**{f.name: d.get(f.name, "") for f in fields(cls)})
 
 
 def _controller(pod: Obj) -> Obj | None:
@@ -125,9 +125,10 @@ def drain(core: Any, node: str, timeout: float, interval: float = 1.0) -> list[M
         return []
     leaving = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in _pods_on(core, node) if not stays(p)}
     left = [moved(p) for p in leaving.values()]
+    here: list[Obj] = []
 
     def gone() -> bool:
-        here = [p for p in _pods_on(core, node) if (p["metadata"]["namespace"], p["metadata"]["name"]) in leaving]
+        here[:] = [p for p in _pods_on(core, node) if (p["metadata"]["namespace"], p["metadata"]["name"]) in leaving]
         for pod in here:
             if not pod["metadata"].get("deletionTimestamp"):
                 _evict(core, pod)
@@ -136,17 +137,12 @@ def drain(core: Any, node: str, timeout: float, interval: float = 1.0) -> list[M
     try:
         wait_until(gone, timeout=timeout, interval=interval, what=f"the pods to leave node {node}")
     except TimedOut:
-        still = sorted(f"{ns}/{name}" for ns, name in leaving if _on_node(core, ns, name, node))
+        still = sorted(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in here)
         raise HandoverError(
             f"node {node}: {len(still)} pod(s) still there after {timeout:g} s of draining: {', '.join(still)} "
             "(a PodDisruptionBudget that allows no disruption, or a kubelet that does not stop them)"
         ) from None
     return left
-
-
-def _on_node(core: Any, namespace: str, name: str, node: str) -> bool:
-    pod = get_json_or_none(core.read_namespaced_pod, name, namespace)
-    return pod is not None and (pod.get("spec") or {}).get("nodeName") == node
 
 
 def node_ready(node: Obj | None) -> bool:
@@ -184,16 +180,16 @@ class Shortfall:
 def shortfalls(core: Any, left: list[Moved]) -> list[Shortfall]:
     """Per controller that lost pods: how many of its pods are placed again, if fewer than it wants."""
     owners = {(m.namespace, m.owner_kind, m.owner_name, m.owner_uid) for m in left if m.owner_kind in REPLICATED}
+    listed: dict[str, list[Obj]] = {}  # one pod list per namespace, however many controllers lost pods there
     short = []
     for namespace, kind, name, uid in sorted(owners):
         desired = _desired(core, kind, namespace, name, uid)
         if desired is None:
             continue  # the controller went (a rollout replaced it): nothing to bring back
-        pods = [
-            p
-            for p in get_json(core.list_namespaced_pod, namespace).get("items", [])
-            if not p["metadata"].get("deletionTimestamp") and (_controller(p) or {}).get("uid") == uid
-        ]
+        if namespace not in listed:
+            live = get_json(core.list_namespaced_pod, namespace).get("items", [])
+            listed[namespace] = [p for p in live if not p["metadata"].get("deletionTimestamp")]
+        pods = [p for p in listed[namespace] if (_controller(p) or {}).get("uid") == uid]
         placed = [p for p in pods if back(p)]
         if len(placed) < desired:
             pending = tuple(sorted(p["metadata"]["name"] for p in pods if not back(p)))
