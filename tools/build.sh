@@ -7,45 +7,8 @@
 # Usage: tools/build.sh [--print-env]   (cache: $GPU_TENANCY_CACHE, default ~/.cache/gpu-tenancy)
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-# shellcheck source=tools/versions.env
-. "$ROOT/tools/versions.env"
-CACHE=${GPU_TENANCY_CACHE:-$HOME/.cache/gpu-tenancy}
-BIN=$CACHE/bin
-export GOFLAGS=-mod=mod
-mkdir -p "$BIN"
-
-log() { printf '[build] %s\n' "$*" >&2; }
-
-# have NAME VERSION_REGEX ARGS...: true when NAME on PATH (outside our cache) prints the version.
-have() {
-  local name=$1 want=$2; shift 2
-  local found
-  found=$(PATH=$(printf '%s' "$PATH" | tr ':' '\n' | grep -vxF "$BIN" | paste -sd: -) command -v "$name" 2>/dev/null) || return 1
-  "$found" "$@" 2>/dev/null | grep -qE "$want" || return 1
-  ln -sf "$found" "$BIN/$name"
-  log "$name: using $found"
-}
-
-# build NAME VERSION MODULE_DIR PKG [LDFLAGS]: go build into $CACHE/NAME/VERSION once
-# ($CACHE/$OUTDIR/VERSION when OUTDIR is set).
-build() {
-  local name=$1 version=$2 dir=$3 pkg=$4 ldflags=${5:-}
-  local out=$CACHE/${OUTDIR:-$name}/$version
-  if [ ! -x "$out/$name" ]; then
-    local start=$SECONDS work
-    work=$(mktemp -d)
-    cp -r "$ROOT/tools/go/$dir/." "$work/"
-    log "$name $version: building (module tools/go/$dir)"
-    if [ -n "${PRE_BUILD:-}" ]; then (cd "$work" && eval "$PRE_BUILD"); fi
-    mkdir -p "$out"
-    (cd "$work" && go build -trimpath -ldflags "$ldflags" -o "$out/$name.tmp" "$pkg")
-    mv "$out/$name.tmp" "$out/$name"
-    rm -rf "$work"
-    log "$name $version: built in $((SECONDS - start)) s"
-  fi
-  ln -sf "$out/$name" "$BIN/$name"
-}
+# shellcheck source=tools/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 # go_install NAME VERSION PKG: `go install PKG@vVERSION` (a module without replace directives) into
 # $CACHE/NAME/VERSION once.
@@ -91,12 +54,10 @@ PY' build pulumi-resource-kubernetes "$PULUMI_KUBERNETES_VERSION" kubernetes . \
   "-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$PULUMI_KUBERNETES_VERSION"
 
 # Kubernetes control plane and etcd for the test cluster.
-have kube-apiserver "v$KUBERNETES_VERSION\$" --version ||
-  build kube-apiserver "$KUBERNETES_VERSION" kube k8s.io/kubernetes/cmd/kube-apiserver
-have kube-scheduler "v$KUBERNETES_VERSION\$" --version ||
-  build kube-scheduler "$KUBERNETES_VERSION" kube k8s.io/kubernetes/cmd/kube-scheduler
-have kube-controller-manager "v$KUBERNETES_VERSION\$" --version ||
-  build kube-controller-manager "$KUBERNETES_VERSION" kube k8s.io/kubernetes/cmd/kube-controller-manager
+# Each reports its version (ldflags), as kubeadm's checks and `--version` expect.
+for name in kube-apiserver kube-scheduler kube-controller-manager; do
+  have "$name" "v$KUBERNETES_VERSION\$" --version || build_kube "$name" "$KUBERNETES_VERSION" kube
+done
 have etcd "etcd Version: $ETCD_VERSION" --version || build etcd "$ETCD_VERSION" etcd .
 
 # Simulated nodes for worker pools, and the linter of the pull-request workflow.
