@@ -52,6 +52,9 @@ KIND_NODE_IMAGES = MappingProxyType(
     }
 )
 DEFAULT_TENANT_VERSION = "v1.35.1"
+# The lab's own node images, built from the package registries by `tools/images/build.sh node`
+# for each version above (`<repository>:<version>`); the cluster's `nodeImage` selects them.
+LAB_NODE_REPOSITORY = "gpu-tenancy/node"
 
 # KWOK's controller for kwok pools (the same version tools/build.sh builds for the tests).
 KWOK_VERSION = "0.7.0"

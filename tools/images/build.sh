@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# Builds the lab's images from the package registries only (Debian's archive and the Go module
+# proxy), into the local Docker engine, each cached by its inputs:
+#   node [--kubernetes vX.Y.Z]...  the lab's node image gpu-tenancy/node:<version> (default: every
+#                                  version the stacks pin); pause and busybox built first
+#   pause | busybox                the two images a node carries so that it pulls nothing
+# Prints each image's build time (cold when nothing was cached) and size.
+# Needs: a Docker engine (tools/lab/docker.sh starts one), debootstrap, gcc, busybox-static, jq.
+set -euo pipefail
+# shellcheck source=tools/lib.sh
+. "$(dirname "$0")/../lib.sh"
+IMAGES=$ROOT/tools/images
+WORK=$CACHE/images
+mkdir -p "$WORK"
+SUITE=bookworm
+MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# What a node needs beside kubelet/kubeadm/kubectl: systemd as PID 1 (kubeadm starts and restarts
+# the kubelet through it), the container runtime, and what kubeadm and kube-proxy call.
+PACKAGES=systemd,systemd-sysv,dbus,containerd,runc,containernetworking-plugins,iptables,iproute2,socat,conntrack,ethtool,ca-certificates,curl,kmod,procps,util-linux,mount,jq
+NODE_REPOSITORY=$(cd "$ROOT" && python3 -c 'from components.config.versions import LAB_NODE_REPOSITORY as r; print(r)')
+BUSYBOX_IMAGE=gpu-tenancy/busybox
+
+need() { command -v "$1" >/dev/null || { echo "error: $1 not found ($2)" >&2; exit 2; }; }
+
+# inputs_hash FILE_OR_DIR...: one hash of the build's inputs (the image's cache key).
+inputs_hash() { (for p in "$@"; do if [ -d "$p" ]; then find "$p" -type f | sort | xargs sha256sum; else printf '%s\n' "$p"; fi; done) | sha256sum | cut -c1-16; }
+
+# cached IMAGE KEY: true when IMAGE exists with that key (nothing to do).
+cached() { [ "$(docker image inspect -f '{{index .Config.Labels "gpu-tenancy.inputs"}}' "$1" 2>/dev/null)" = "$2" ]; }
+
+report() { # report IMAGE START
+  local size
+  size=$(docker image inspect -f '{{.Size}}' "$1")
+  log "$1: $(( $(date +%s) - $2 )) s, $(awk -v s="$size" 'BEGIN {printf "%.1f", s / 1e6}') MB"
+}
+
+# import_dir DIR IMAGE KEY [CHANGES...]: a FROM-scratch image from a directory.
+import_dir() {
+  local dir=$1 image=$2 key=$3; shift 3
+  local args=(--change "LABEL gpu-tenancy.inputs=$key")
+  for c in "$@"; do args+=(--change "$c"); done
+  tar -C "$dir" --numeric-owner -c . | docker import "${args[@]}" - "$image" >/dev/null
+}
+
+build_pause() { # build_pause IMAGE (the tag kubeadm of the node's version expects)
+  local image=$1 key start
+  key=$(inputs_hash "$IMAGES/pause" "$image")
+  cached "$image" "$key" && { log "$image: cached"; return; }
+  start=$(date +%s)
+  local dir; dir=$(mktemp -d)
+  gcc -static -O2 -o "$dir/pause" "$IMAGES/pause/pause.c"
+  strip "$dir/pause"
+  import_dir "$dir" "$image" "$key" 'ENTRYPOINT ["/pause"]'
+  rm -rf "$dir"
+  report "$image" "$start"
+}
+
+build_busybox() { # Debian's busybox-static (1.35) with its applets, FROM scratch
+  need busybox "apt-get install busybox-static"
+  local version image key start dir
+  version=$(dpkg-query -W -f '${Version}' busybox-static | sed 's/^1://; s/-.*//')
+  image=$BUSYBOX_IMAGE:$version
+  key=$(inputs_hash "$(command -v busybox)" "$version")
+  cached "$image" "$key" && { log "$image: cached"; echo "$image"; return; }
+  start=$(date +%s)
+  dir=$(mktemp -d)
+  mkdir -p "$dir/bin" "$dir/tmp"
+  install -m 0755 "$(command -v busybox)" "$dir/bin/busybox"
+  for applet in $("$dir/bin/busybox" --list); do
+    [ "$applet" = busybox ] || ln -s busybox "$dir/bin/$applet"
+  done
+  chmod 1777 "$dir/tmp"
+  import_dir "$dir" "$image" "$key" 'CMD ["sh"]' 'ENV PATH=/bin'
+  rm -rf "$dir"
+  report "$image" "$start" >&2
+  echo "$image"
+}
+
+rootfs() { # a debootstrap rootfs tarball with PACKAGES, cached by the package list
+  local tarball=$WORK/rootfs-$SUITE-$(inputs_hash "$PACKAGES" "$MIRROR").tar
+  if [ ! -s "$tarball" ]; then
+    need debootstrap "apt-get install debootstrap"
+    local start=$SECONDS dir
+    dir=$(mktemp -d)
+    log "rootfs: debootstrap $SUITE ($MIRROR)"
+    debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$dir" "$MIRROR" >&2
+    rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/*
+    tar -C "$dir" --numeric-owner -cf "$tarball.tmp" .
+    mv "$tarball.tmp" "$tarball"
+    rm -rf "$dir"
+    log "rootfs: $((SECONDS - start)) s, $(( $(stat -c %s "$tarball") / 1000000 )) MB"
+  fi
+  echo "$tarball"
+}
+
+build_node() { # build_node VERSION (vX.Y.Z)
+  local version=$1 module=node/$1
+  [ -f "$ROOT/tools/go/$module/go.mod" ] || {
+    echo "error: no wrapper module tools/go/$module for Kubernetes $version (pinned: $(ls "$ROOT/tools/go/node" | paste -sd' '))" >&2
+    exit 2
+  }
+  local start; start=$(date +%s)
+  for name in kubelet kubeadm kubectl; do build_kube "$name" "${version#v}" "$module"; done
+  local bin=$CACHE/kube/$version
+  "$bin/kubelet" --version | grep -qx "Kubernetes $version" || { echo "error: kubelet does not report $version" >&2; exit 1; }
+  local pause; pause=$("$bin/kubeadm" config images list --kubernetes-version "$version" 2>/dev/null | grep '/pause:')
+  build_pause "$pause"
+  local busybox; busybox=$(build_busybox)
+  local tarball; tarball=$(rootfs)
+  local image=$NODE_REPOSITORY:$version key
+  key=$(inputs_hash "$IMAGES/node" "$ROOT/tools/lab/lab-runc" "$ROOT/tools/go/$module" "$tarball" "$pause" "$busybox" \
+    "$(docker image inspect -f '{{.Id}}' "$pause" "$busybox")")
+  if cached "$image" "$key"; then log "$image: cached"; return; fi
+  local dir; dir=$(mktemp -d)
+  tar -C "$dir" -xf "$tarball"
+  cp -a "$IMAGES/node/rootfs/." "$dir/"
+  install -m 0755 "$ROOT/tools/lab/lab-runc" "$dir/usr/local/sbin/lab-runc"
+  for name in kubelet kubeadm kubectl; do install -m 0755 "$bin/$name" "$dir/usr/bin/$name"; done
+  mkdir -p "$dir/etc/gpu-tenancy" "$dir/opt/gpu-tenancy/images" "$dir/etc/cni/net.d" "$dir/etc/containerd/certs.d" \
+    "$dir/etc/kubernetes/manifests"
+  echo "$pause" > "$dir/etc/gpu-tenancy/pause-image"
+  echo "$version" > "$dir/etc/gpu-tenancy/kubernetes-version"
+  docker save "$pause" > "$dir/opt/gpu-tenancy/images/pause.tar"
+  docker save "$busybox" > "$dir/opt/gpu-tenancy/images/busybox.tar"
+  # Units on (what systemctl enable would link), and the ones a container has no use for off.
+  local wants=$dir/etc/systemd/system/multi-user.target.wants
+  mkdir -p "$wants"
+  for unit in containerd gpu-tenancy-node-setup gpu-tenancy-images kubelet gpu-tenancy-network; do
+    ln -sf "/etc/systemd/system/$unit.service" "$wants/$unit.service"
+  done
+  ln -sf /lib/systemd/system/containerd.service "$wants/containerd.service"
+  for unit in getty.target systemd-udevd.service systemd-udev-trigger.service systemd-modules-load.service \
+    systemd-remount-fs.service sys-kernel-debug.mount sys-kernel-tracing.mount; do
+    ln -sf /dev/null "$dir/etc/systemd/system/$unit"
+  done
+  : > "$dir/etc/machine-id"   # made at first boot: each node its own
+  import_dir "$dir" "$image" "$key" 'ENV container=docker' 'ENTRYPOINT ["/sbin/init"]' \
+    "LABEL gpu-tenancy.kubernetes-version=$version"
+  rm -rf "$dir"
+  report "$image" "$start"
+}
+
+pinned_versions() {
+  (cd "$ROOT" && python3 -c 'from components.config.versions import KIND_NODE_IMAGES; print(*KIND_NODE_IMAGES)')
+}
+
+need docker "apt-get install docker.io"
+docker info >/dev/null 2>&1 || { echo "error: no Docker engine answers (start one: bash tools/lab/docker.sh)" >&2; exit 2; }
+target=${1:-}
+shift || true
+case "$target" in
+  node)
+    versions=()
+    while [ $# -gt 0 ]; do
+      case "$1" in
+        --kubernetes) versions+=("${2:?--kubernetes needs a version}"); shift 2 ;;
+        *) echo "error: unknown argument $1" >&2; exit 2 ;;
+      esac
+    done
+    [ ${#versions[@]} -gt 0 ] || read -ra versions <<< "$(pinned_versions)"
+    for v in "${versions[@]}"; do build_node "$v"; done
+    ;;
+  pause) build_pause "${1:?pause needs the image tag, e.g. registry.k8s.io/pause:3.10.1}" ;;
+  busybox) build_busybox >/dev/null ;;
+  *) echo "usage: tools/images/build.sh node [--kubernetes vX.Y.Z]... | pause TAG | busybox" >&2; exit 2 ;;
+esac
