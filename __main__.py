@@ -76,6 +76,7 @@ for t in cfg.tenants:
             release_controller_image=release_controller_image.ref,
             depends_on=[kamaji] if kamaji else [],
             owns_namespaces=cfg.role != ROLE_TEAM,
+            node_image=cfg.cluster.node_image,
         ),
     )
     pulumi.export(

@@ -37,4 +37,11 @@ fi
 mkdir -p .pulumi-state
 export PULUMI_BACKEND_URL="file://$ROOT/.pulumi-state"
 pulumi stack select dev 2>/dev/null || pulumi stack init dev --secrets-provider passphrase
+# Kubelets started by the update rewrite this host's kernel tunables (README, The lab's node image):
+# they are put back while it runs, where this user may write them.
+if [ -w /proc/sys/kernel/panic ]; then
+  bash tools/lab/tunables-guard.sh &
+  guard=$!
+  trap 'kill "$guard" 2>/dev/null || true' EXIT
+fi
 pulumi up --yes --stack dev "$@"

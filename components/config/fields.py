@@ -35,6 +35,8 @@ IMAGE_REF = re.compile(
     rf"^(?:{_DOMAIN}/)?{_PATH}(?:/{_PATH})*(?::[\w][\w.-]{{0,127}})?"
     r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
 )
+# An image repository without tag or digest (the tag is filled in: a node image per Kubernetes version).
+IMAGE_REPOSITORY = re.compile(rf"^(?:{_DOMAIN}/)?{_PATH}(?:/{_PATH})*$")
 STACK_REF = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _UNITS = re.compile(r"\s*[0-9.]+\s*[KMGTkmgt]i?[Bb]?\s*")
 

@@ -21,6 +21,7 @@ from components.config.fields import (
     DNS_1035,
     DNS_1123,
     IMAGE_REF,
+    IMAGE_REPOSITORY,
     Address,
     Bool,
     DnsLabel,
@@ -85,7 +86,13 @@ ROLES = (ROLE_LAB, ROLE_PLATFORM, ROLE_TEAM)
 # bootstrap timeout (v1beta4 `timeouts.tlsBootstrap`): its token must outlive both, with margin.
 CONTAINERD_WAIT_SECONDS = 120
 KUBEADM_TLS_BOOTSTRAP_SECONDS = 300
-MIN_BOOTSTRAP_TOKEN_MINUTES = -(-(CONTAINERD_WAIT_SECONDS + KUBEADM_TLS_BOOTSTRAP_SECONDS) // 60) + 3
+# kubeadm's wait for the token's signature in cluster-info (v1beta4 `timeouts.discovery`; its
+# default is 5 minutes): the tenant is Ready before a join starts and signs a new token within a
+# second, so a token still unsigned after this has lapsed or was revoked, and the join says so.
+KUBEADM_DISCOVERY_SECONDS = 90
+MIN_BOOTSTRAP_TOKEN_MINUTES = (
+    -(-(CONTAINERD_WAIT_SECONDS + KUBEADM_DISCOVERY_SECONDS + KUBEADM_TLS_BOOTSTRAP_SECONDS) // 60) + 3
+)
 
 
 class ClusterConfig(Section):
@@ -108,11 +115,24 @@ class ClusterConfig(Section):
     management_ip: Address = Field(
         "172.30.0.2", alias="managementIp", description="NodePort address of the management cluster, inside subnet"
     )
+    node_image: (
+        string(
+            IMAGE_REPOSITORY,
+            "an image repository without tag or digest, like gpu-tenancy/node or registry.example.com/lab/node",
+            255,
+        )
+        | None
+    ) = Field(
+        None,
+        alias="nodeImage",
+        description="docker workers' images: `<nodeImage>:<tenant version>`, built by `tools/images/build.sh node` "
+        "(the lab's image; they bring their own pod network); default: kind's node images, pinned by digest",
+    )
     bootstrap_token_minutes: integer(
         MIN_BOOTSTRAP_TOKEN_MINUTES,
         1440,
-        f" min (a join alone may take {CONTAINERD_WAIT_SECONDS} s for containerd and kubeadm's "
-        f"{KUBEADM_TLS_BOOTSTRAP_SECONDS} s TLS bootstrap)",
+        f" min (a join alone may take {CONTAINERD_WAIT_SECONDS} s for containerd, kubeadm's "
+        f"{KUBEADM_DISCOVERY_SECONDS} s discovery and its {KUBEADM_TLS_BOOTSTRAP_SECONDS} s TLS bootstrap)",
     ) = Field(
         15,
         description=f"lifetime of a worker's bootstrap token (at least {MIN_BOOTSTRAP_TOKEN_MINUTES}: it must "
@@ -326,8 +346,10 @@ class TenantConfig(Section):
         (), description="GPU workloads the stack creates in the tenant"
     )
 
-    @property
-    def worker_image(self) -> str:
+    def worker_image(self, node_image: str | None) -> str:
+        """The docker workers' image: `<node_image>:<version>` (the lab's build), else kind's pinned one."""
+        if node_image:
+            return f"{node_image}:{self.kubernetes_version}"
         return versions.KIND_NODE_IMAGES[self.kubernetes_version]
 
     @property

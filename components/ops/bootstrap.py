@@ -22,11 +22,29 @@ import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
+from components.config.model import KUBEADM_DISCOVERY_SECONDS
 from components.ops.bound_token import seconds_left
 from components.ops.kube import get_json, get_json_or_none, http_status
 from components.ops.waiting import TimedOut, wait_until
 
 BOOTSTRAP_GROUP = "system:bootstrappers:kubeadm:default-node-token"
+NODES_GROUP = "system:nodes"
+# What the lab's node image reads to route pods between nodes: every Node's pod CIDR and address.
+# Since Kubernetes 1.32 the Node authorizer lets a kubelet read only its own Node; this role gives
+# the tenant's nodes read access to the others (what kindnet's own ServiceAccount has on kind).
+NODE_NETWORK_ROLE = "gpu-tenancy:node-network"
+NODE_NETWORK_RULES = ({"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},)
+# The tenant's RBAC for docker workers (tokens are per worker): binding name suffix ->
+# (ClusterRole, group). kubeadm's own roles: join with a token, client certificates approved.
+NODE_BOOTSTRAP_BINDINGS = {
+    "node-bootstrapper": ("system:node-bootstrapper", BOOTSTRAP_GROUP),
+    "node-autoapprove-bootstrap": ("system:certificates.k8s.io:certificatesigningrequests:nodeclient", BOOTSTRAP_GROUP),
+    "node-autoapprove-certificate-rotation": (
+        "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+        NODES_GROUP,
+    ),
+    "node-network": (NODE_NETWORK_ROLE, NODES_GROUP),
+}
 TOKEN_NAMESPACE = "kube-system"
 _ALPHABET = string.ascii_lowercase + string.digits
 
@@ -126,7 +144,13 @@ def delete_token(core: Any, tid: str, token: str | None = None) -> bool:
         raise
 
 
-def join_configuration(endpoint: str, token: str, ca_hash: str, node_name: str) -> str:
+def join_configuration(
+    endpoint: str,
+    token: str,
+    ca_hash: str,
+    node_name: str,
+    discovery_timeout_seconds: int = KUBEADM_DISCOVERY_SECONDS,
+) -> str:
     """kubeadm's JoinConfiguration: token and CA pin in a file, preflight skipped (in a container)."""
     return yaml.safe_dump(
         {
@@ -137,6 +161,7 @@ def join_configuration(endpoint: str, token: str, ca_hash: str, node_name: str) 
             },
             "nodeRegistration": {"name": node_name},
             "skipPhases": ["preflight"],
+            "timeouts": {"discovery": f"{discovery_timeout_seconds}s"},
         },
         sort_keys=False,
     )

@@ -30,6 +30,13 @@ def inventory_summary(fleet: Fleet) -> dict[str, object]:
     }
 
 
+def fake_cards_metadata(tenant: str, node: str, cards: GpuFleet) -> tuple[dict[str, str], dict[str, str]]:
+    """A node's labels and annotations that describe its fake cards to HAMi (the mock plugin reads
+    the register annotation; HAMi's scheduler and the pool's selectors read the labels)."""
+    labels = {**dict((GPU_NODE_LABEL, MOCK_GPU_NODE_LABEL)), **gpu_model_label(cards.model)}
+    return labels, {NODE_REGISTER: encode_node_register(node_devices(tenant, node, cards))}
+
+
 @dataclass
 class MockGpuInventoryArgs:
     tenant: str
@@ -77,16 +84,15 @@ class MockGpuInventory(pulumi.ComponentResource):
         the node's cards are in place once it is."""
         args = self._args
         cards = fleet or args.fleet
-        annotations: dict[str, pulumi.Input[str]] = {
-            NODE_REGISTER: encode_node_register(node_devices(args.tenant, node, cards))
-        }
+        labels, register = fake_cards_metadata(args.tenant, node, cards)
+        annotations: dict[str, pulumi.Input[str]] = dict(register)
         if machine_id is not None:
             annotations[MACHINE_ID_ANNOTATION] = machine_id
         patch = k8s.core.v1.NodePatch(
             f"{self._name}-{node}",
             metadata=k8s.meta.v1.ObjectMetaPatchArgs(
                 name=node,
-                labels={**dict((GPU_NODE_LABEL, MOCK_GPU_NODE_LABEL)), **gpu_model_label(cards.model)},
+                labels=labels,
                 annotations=annotations,
             ),
             opts=pulumi.ResourceOptions(

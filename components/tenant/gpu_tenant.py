@@ -53,6 +53,8 @@ class GpuTenantArgs:
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     # False in a team stack: the platform made the tenant's namespaces (TeamAccess).
     owns_namespaces: bool = True
+    # The cluster's `nodeImage` (a repository of the lab's node images), or None for kind's.
+    node_image: str | None = None
 
 
 class GpuTenant(pulumi.ComponentResource):
@@ -111,7 +113,7 @@ class GpuTenant(pulumi.ComponentResource):
                     f"{name}-{pool.name}-{i}",
                     WorkerNodeArgs(
                         node_name=node,
-                        image=t.worker_image,
+                        image=t.worker_image(args.node_image),
                         network=args.network,
                         endpoint=endpoint,
                         tenant_kubeconfig=admin,
@@ -142,10 +144,18 @@ class GpuTenant(pulumi.ComponentResource):
                 self.settled.append(settled)
                 after = [settled]
         self.inventory.close()
-        self.network = TenantNetwork(
-            f"{name}-network",
-            TenantNetworkArgs(container_name=self.workers[0].container.name, pod_cidr=t.pod_cidr, provider=provider),
-            opts=child,
+        # kind's node images carry kindnet's manifest, applied here; the lab's node images bring
+        # their own pod network (a bridge on each Node's pod CIDR and routes between the nodes).
+        self.network = (
+            TenantNetwork(
+                f"{name}-network",
+                TenantNetworkArgs(
+                    container_name=self.workers[0].container.name, pod_cidr=t.pod_cidr, provider=provider
+                ),
+                opts=child,
+            )
+            if args.node_image is None
+            else None
         )
         # kwok pools: simulated nodes with the same fake cards, kept Ready by one KWOK per tenant.
         self.kwok = (
@@ -210,7 +220,7 @@ class GpuTenant(pulumi.ComponentResource):
                 # After the last worker settled: in an upgrade, HAMi's kube-scheduler follows the workers.
                 depends_on=[
                     *self.settled,
-                    self.network,
+                    *([self.network] if self.network else []),
                     self.inventory,
                     *self.simulated,
                     *([self.kwok] if self.kwok else []),

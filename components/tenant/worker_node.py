@@ -25,24 +25,46 @@ import pulumi_kubernetes as k8s
 
 from components.config.model import CONTAINERD_WAIT_SECONDS
 from components.config.names import MACHINE_ID_ANNOTATION
-from components.ops.bootstrap import BOOTSTRAP_GROUP, join_configuration, token_id, worker_joins
+from components.ops.bootstrap import (
+    NODE_BOOTSTRAP_BINDINGS,
+    NODE_NETWORK_ROLE,
+    NODE_NETWORK_RULES,
+    join_configuration,
+    token_id,
+    worker_joins,
+)
+from components.ops.node_container import MODULES_PATH, NodeContainer
 from components.providers.bootstrap_token import BootstrapToken
 from components.providers.node_handover import NodeDrain
 from components.providers.node_membership import NodeMembership
 
 # Waits for the node's systemd and containerd, joins with the JoinConfiguration read from stdin
 # (kept in the container's tmpfs only while kubeadm runs), then prints the container's machine ID.
+# A failed join prints kubeadm's output, then one line saying why in the project's words.
 JOIN = f"""set -eu
 i=0
 until docker exec "$NODE" systemctl is-active --quiet containerd; do
   i=$((i + 1))
   if [ "$i" -ge {CONTAINERD_WAIT_SECONDS // 2} ]; then
-    echo "containerd in $NODE did not start within {CONTAINERD_WAIT_SECONDS} s" >&2; exit 1
+    echo "error: containerd in $NODE did not start within {CONTAINERD_WAIT_SECONDS} s" >&2; exit 1
   fi
   sleep 2
 done
-docker exec -i "$NODE" sh -c 'umask 077; f=/run/gpu-tenancy-join.yaml; cat > "$f"; rc=0
-  kubeadm join --config "$f" || rc=$?; rm -f "$f"; exit $rc' >&2
+if ! out=$(docker exec -i "$NODE" sh -c 'umask 077; f=/run/gpu-tenancy-join.yaml; cat > "$f"; rc=0
+    kubeadm join --config "$f" 2>&1 || rc=$?; rm -f "$f"; exit $rc' 2>&1); then
+  printf '%s\\n' "$out" >&2
+  case "$out" in
+    *"none of the public keys"*)
+      why="the tenant's CA is not the one pinned (caCertHashes); the tenant was made again since the pin was read" ;;
+    *"could not find a JWS signature"*|*"has expired"*)
+      why="its bootstrap token is not valid in the tenant (lapsed or revoked); the next pulumi up makes a fresh one" ;;
+    *"failed to request the cluster-info ConfigMap"*)
+      why="the tenant API server did not answer within the discovery timeout" ;;
+    *) why="kubeadm join failed: $(printf '%s\\n' "$out" | grep '^error' | tail -n 1)" ;;
+  esac
+  echo "error: $NODE did not join its tenant: $why" >&2
+  exit 1
+fi
 docker exec "$NODE" cat /etc/machine-id
 """
 
@@ -58,17 +80,15 @@ class NodeBootstrap(pulumi.ComponentResource):
     def __init__(self, name: str, args: NodeBootstrapArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:NodeBootstrap", name, None, opts)
         on_tenant = pulumi.ResourceOptions(parent=self, provider=args.provider)
-        bindings = {
-            "node-bootstrapper": ("system:node-bootstrapper", BOOTSTRAP_GROUP),
-            "node-autoapprove-bootstrap": (
-                "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
-                BOOTSTRAP_GROUP,
-            ),
-            "node-autoapprove-certificate-rotation": (
-                "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
-                "system:nodes",
-            ),
-        }
+        self.node_network = k8s.rbac.v1.ClusterRole(
+            f"{name}-node-network",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=NODE_NETWORK_ROLE),
+            rules=[
+                k8s.rbac.v1.PolicyRuleArgs(api_groups=r["apiGroups"], resources=r["resources"], verbs=r["verbs"])
+                for r in NODE_NETWORK_RULES
+            ],
+            opts=on_tenant,
+        )
         self.bindings = [
             k8s.rbac.v1.ClusterRoleBinding(
                 f"{name}-{suffix}",
@@ -77,7 +97,7 @@ class NodeBootstrap(pulumi.ComponentResource):
                 subjects=[k8s.rbac.v1.SubjectArgs(api_group="rbac.authorization.k8s.io", kind="Group", name=group)],
                 opts=on_tenant,
             )
-            for suffix, (role, group) in bindings.items()
+            for suffix, (role, group) in NODE_BOOTSTRAP_BINDINGS.items()
         ]
         self.register_outputs({})
 
@@ -128,20 +148,22 @@ class WorkerNode(pulumi.ComponentResource):
             image=args.image,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, *args.after]),
         )
-        var = docker.Volume(f"{name}-var", name=f"{args.node_name}-var", opts=child)
+        spec = NodeContainer(name=args.node_name, image=args.image, var_volume=f"{args.node_name}-var")
+        var = docker.Volume(f"{name}-var", name=spec.var_volume, opts=child)
         self.container = docker.Container(
             f"{name}-container",
-            name=args.node_name,
-            hostname=args.node_name,
+            name=spec.name,
+            hostname=spec.name,
             image=image.image_id,
-            privileged=True,
-            security_opts=["seccomp=unconfined", "apparmor=unconfined"],
-            tmpfs={"/tmp": "", "/run": ""},
-            cgroupns_mode="private",
-            envs=["container=docker"],
+            privileged=spec.privileged,
+            security_opts=list(spec.security_opts),
+            tmpfs=dict.fromkeys(spec.tmpfs, ""),
+            cgroupns_mode=spec.cgroupns_mode,
+            envs=list(spec.envs),
+            stop_signal=spec.stop_signal,
             volumes=[
                 docker.ContainerVolumeArgs(volume_name=var.name, container_path="/var"),
-                docker.ContainerVolumeArgs(host_path="/lib/modules", container_path="/lib/modules", read_only=True),
+                docker.ContainerVolumeArgs(host_path=MODULES_PATH, container_path=MODULES_PATH, read_only=True),
             ],
             networks_advanced=[docker.ContainerNetworksAdvancedArgs(name=args.network)],
             restart="on-failure",
