@@ -75,6 +75,9 @@ class TestCluster:
     env: dict[str, str]
     # Extra kube-apiserver flags (e.g. --watch-cache=false, so watches read etcd directly).
     api_args: list[str] = field(default_factory=list)
+    # Where the API server listens and what its certificate names: loopback, or a lab network's
+    # gateway address for node containers to join (never an address outside the machine).
+    address: str = "127.0.0.1"
     port: int = 0
     etcd_port: int = 0
     procs: list[subprocess.Popen] = field(default_factory=list)
@@ -88,7 +91,9 @@ class TestCluster:
     def start(self) -> TestCluster:
         w = self.workdir
         self_signed(w, "ca", "/CN=gpu-tenancy-test-ca")
-        signed_by(w, "ca", "server", "/CN=kube-apiserver", "subjectAltName=IP:127.0.0.1,DNS:localhost")
+        signed_by(
+            w, "ca", "server", "/CN=kube-apiserver", f"subjectAltName=IP:127.0.0.1,IP:{self.address},DNS:localhost"
+        )
         _openssl("genrsa", "-out", "sa.key", "2048", cwd=w)
         (w / "tokens.csv").write_text(f'{TOKEN},admin,admin,"system:masters"\n')
 
@@ -125,8 +130,8 @@ class TestCluster:
         self._api_cmd = [
             self._bin("kube-apiserver"),
             f"--etcd-servers=http://127.0.0.1:{etcd_client}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            f"--bind-address={self.address}",
+            f"--advertise-address={self.address}",
             f"--secure-port={self.port}",
             f"--tls-cert-file={w / 'server.crt'}",
             f"--tls-private-key-file={w / 'server.key'}",
@@ -141,8 +146,10 @@ class TestCluster:
             "--disable-admission-plugins=ServiceAccount",
             "--enable-priority-and-fairness=false",
             f"--cert-dir={w / 'certs'}",
-            *self.api_args,
         ]
+        # A flag in api_args replaces the default of that name (list flags would add up otherwise).
+        given = {a.split("=", 1)[0] for a in self.api_args}
+        self._api_cmd = [a for a in self._api_cmd if a.split("=", 1)[0] not in given] + list(self.api_args)
         self._start_apiserver_on_a_free_port()
         ca = base64.b64encode((w / "ca.crt").read_bytes()).decode()
         self.kubeconfig_text = yaml.safe_dump(
@@ -152,7 +159,7 @@ class TestCluster:
                 "clusters": [
                     {
                         "name": "test",
-                        "cluster": {"server": f"https://127.0.0.1:{self.port}", "certificate-authority-data": ca},
+                        "cluster": {"server": f"https://{self.address}:{self.port}", "certificate-authority-data": ca},
                     }
                 ],
                 "users": [{"name": "admin", "user": {"token": TOKEN}}],
@@ -258,9 +265,9 @@ class TestCluster:
         self.procs.append(proc)
         return proc
 
-    def start_controller_manager(self, controllers: list[str]) -> subprocess.Popen:
+    def start_controller_manager(self, controllers: list[str], extra_args: list[str] | None = None) -> subprocess.Popen:
         """kube-controller-manager with just these controllers (e.g. tokencleaner, resourcequota,
-        serviceaccount-token); stopped with the cluster."""
+        serviceaccount-token) and any extra flags; stopped with the cluster."""
         w = self.workdir
         log = open(w / "kube-controller-manager.log", "a")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(
@@ -277,6 +284,7 @@ class TestCluster:
                 f"--secure-port={free_port()}",
                 "--concurrent-resource-quota-syncs=2",
                 "--resource-quota-sync-period=5s",
+                *(extra_args or []),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -310,9 +318,9 @@ def stop_processes(procs: list[subprocess.Popen], timeout: float = 20) -> None:
             p.kill()
 
 
-def start_cluster(env: dict[str, str], api_args: list[str] | None = None) -> TestCluster:
+def start_cluster(env: dict[str, str], api_args: list[str] | None = None, address: str = "127.0.0.1") -> TestCluster:
     workdir = Path(tempfile.mkdtemp(prefix="gpu-tenancy-cluster-"))
-    return TestCluster(workdir=workdir, env=env, api_args=list(api_args or [])).start()
+    return TestCluster(workdir=workdir, env=env, api_args=list(api_args or []), address=address).start()
 
 
 def add_node(cluster: TestCluster, name: str, mock_gpu: bool = True) -> None:
