@@ -81,7 +81,7 @@ class NodeBootstrap(pulumi.ComponentResource):
         super().__init__("gpu-tenancy:index:NodeBootstrap", name, None, opts)
         on_tenant = pulumi.ResourceOptions(parent=self, provider=args.provider)
         self.node_network = k8s.rbac.v1.ClusterRole(
-            f"{name}-node-network",
+            f"{name}-node-network-role",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=NODE_NETWORK_ROLE),
             rules=[
                 k8s.rbac.v1.PolicyRuleArgs(api_groups=r["apiGroups"], resources=r["resources"], verbs=r["verbs"])

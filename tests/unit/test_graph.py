@@ -304,6 +304,26 @@ def test_adopted_management_cluster_creates_no_k3s():
     assert rec.named("management-k8s").inputs["kubeconfig"] == {"secret": "apiVersion: v1\nkind: Config\n"}
 
 
+def test_the_lab_node_image_runs_the_workers_and_brings_its_own_pod_network():
+    """cluster.nodeImage: workers run `<repository>:<tenant version>`; no kindnet manifest is read
+    or applied (the lab's image has its own network); NodeBootstrap lets nodes read the others."""
+    config = dict(DEV)
+    config["gpu-tenancy:cluster"] = {**DEV["gpu-tenancy:cluster"], "nodeImage": "gpu-tenancy/node"}
+    lab = run_program(config)
+    for team in ("team-a", "team-b"):
+        assert lab.named(f"{team}-worker-0-image").inputs["name"] == "gpu-tenancy/node:v1.35.1"
+        assert not [r for r in lab.registrations if r.name.startswith(f"{team}-network")]
+        role = lab.named(f"{team}-bootstrap-node-network-role").inputs
+        assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+        binding = lab.named(f"{team}-bootstrap-node-network").inputs
+        assert binding["roleRef"]["name"] == role["metadata"]["name"]
+        assert binding["subjects"] == [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}
+        ]
+    container = lab.named("team-a-worker-0-container").inputs
+    assert container["stopSignal"] == "SIGRTMIN+3" and container["privileged"] is True
+
+
 @pytest.mark.parametrize("team", ["team-a", "team-b"])
 def test_release_controller_runs_with_the_lab_on_its_own_least_privilege_token(rec, team):
     image = rec.named("releaser-image").inputs

@@ -7,12 +7,12 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.docker_lab import TUNABLES, TunablesGuard, read_tunables
+from tests.support.waits import settles
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB_RUNC = ROOT / "tools/lab/lab-runc"
@@ -86,10 +86,8 @@ def test_the_guard_puts_back_what_a_kubelet_start_rewrites(tmp_path):
     try:
         for key, value in zip(TUNABLES, ("10", "1", "1"), strict=True):
             (tmp_path / key).write_text(value + "\n")
-        deadline = time.monotonic() + 10
-        while read_tunables(tmp_path) != dict(zip(TUNABLES, ("1", "0", "0"), strict=True)):
-            assert time.monotonic() < deadline, guard.lines
-            time.sleep(0.1)
+        kept = dict(zip(TUNABLES, ("1", "0", "0"), strict=True))
+        assert settles(lambda: read_tunables(tmp_path) == kept, timeout=10, interval=0.1), guard.lines
     finally:
         guard.stop()
     said = {line.split()[1] for line in guard.restored}
