@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from components.config.versions import DEFAULT_TENANT_VERSION, LAB_NODE_REPOSITORY  # noqa: E402
-from tests.support.docker_lab import DockerLab, TunablesGuard, docker, ensure_engine  # noqa: E402
+from tests.support.docker_lab import BUSYBOX, DockerLab, TunablesGuard, docker, ensure_engine  # noqa: E402
 from tests.support.lab_join import join_worker, node_ready, start_control_plane  # noqa: E402
 from tests.support.tools import tools_env  # noqa: E402
 from tests.support.waits import settles  # noqa: E402
@@ -72,6 +72,11 @@ class MemorySampler:
         return self.peak_mib
 
 
+def sleeper(name: str, node: str) -> dict:
+    container = {"name": "sleep", "image": BUSYBOX, "imagePullPolicy": "Never", "command": ["sleep", "3600"]}
+    return {"metadata": {"name": name}, "spec": {"nodeName": node, "containers": [container]}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=3)
@@ -104,7 +109,11 @@ def main() -> None:
             settles(lambda node=node: node_ready(core, node), timeout=180, interval=0.2)
             ready = time.monotonic() - t0
             rows.append((node, runtime, joined.join_seconds, ready))
-        time.sleep(10)  # settled nodes, for the memory figure
+        for node, *_ in rows:  # a pod on each node, then 10 s of settled nodes for the memory figure
+            name = f"sleep-{node.rsplit('-', 1)[1]}"
+            core.create_namespaced_pod("default", sleeper(name, node))
+            settles(lambda name=name: core.read_namespaced_pod(name, "default").status.phase == "Running", timeout=120)
+        time.sleep(10)
         peaks = sampler.stop()
         cluster.stop()
     finally:
@@ -112,7 +121,7 @@ def main() -> None:
         guard.stop()
     print(f"{'node':<14} {'containerd up s':>16} {'join s':>8} {'start to Ready s':>17} {'peak MiB':>9}")
     for node, runtime, join, ready in rows:
-        print(f"{node.split('-', 1)[1]:<14} {runtime:>16.1f} {join:>8.1f} {ready:>17.1f} {peaks.get(node, 0):>9.0f}")
+        print(f"{node.split('-', 2)[2]:<14} {runtime:>16.1f} {join:>8.1f} {ready:>17.1f} {peaks.get(node, 0):>9.0f}")
     med = [statistics.median(col) for col in zip(*[r[1:] for r in rows], strict=True)]
     peak = statistics.median(peaks.values()) if peaks else 0.0
     print(f"{'median':<14} {med[0]:>16.1f} {med[1]:>8.1f} {med[2]:>17.1f} {peak:>9.0f}")

@@ -19,13 +19,12 @@ from components.ops.node_container import NodeContainer
 from components.providers.node_gpu_capacity import NodeGpuCapacityProvider
 from components.providers.node_membership import NodeMembershipProvider
 from components.tenant.gpu_inventory import fake_cards_metadata
-from tests.support.docker_lab import NODE_MEMORY_MIB, docker, read_tunables
+from tests.support.docker_lab import BUSYBOX, NODE_MEMORY_MIB, docker, read_tunables
 from tests.support.lab_join import STATUS_REPORT_SECONDS, join_worker, node_ready, run_join
 from tests.support.waits import settles
 
 pytestmark = pytest.mark.docker
 
-BUSYBOX = "gpu-tenancy/busybox:1.35.0"
 A100 = GpuFleet.model_validate({"model": "A100-80GB", "cardsPerNode": 2})
 
 

@@ -24,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 REQUIRE_ENV = "GPU_TENANCY_REQUIRE_DOCKER"
 # A node's cap: a joined worker with a few pods stays well under it (bench/node_image.py measures).
 NODE_MEMORY_MIB = 1024
+# The busybox every node image carries (Debian bookworm's busybox-static; tools/images/build.sh).
+BUSYBOX = "gpu-tenancy/busybox:1.35.0"
 TUNABLES = ("kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory")
 
 
