@@ -59,7 +59,7 @@ for pool in t.pools_of(POOL_DOCKER):
             f"{name}-drain",
             kubeconfig=admin,
             node=node,
-            image=t.worker_image,
+            image=t.worker_image(None),
             timeout_seconds=config.require_int("drainSeconds"),
             opts=pulumi.ResourceOptions(depends_on=after),
         )
@@ -67,7 +67,7 @@ for pool in t.pools_of(POOL_DOCKER):
             f"{name}-machine",
             kubeconfig=admin,
             node=node,
-            image=t.worker_image,
+            image=t.worker_image(None),
             tenant=t.name,
             pool=pool.name,
             opts=pulumi.ResourceOptions(depends_on=[drain]),
