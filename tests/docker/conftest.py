@@ -15,7 +15,7 @@ from components.config.versions import DEFAULT_TENANT_VERSION
 from tests.support.cluster import TestCluster
 from tests.support.docker_lab import DockerLab, TunablesGuard, ensure_engine, missing, node_image, read_tunables
 from tests.support.lab_join import start_control_plane
-from tests.support.tools import tools_env
+from tests.support.tools import require, tools_env
 
 VERSION = DEFAULT_TENANT_VERSION
 
@@ -49,15 +49,7 @@ def lab(engine: None, tunables: TunablesGuard, image: str) -> Iterator[DockerLab
 @pytest.fixture(scope="module")
 def control_plane(lab: DockerLab, image: str) -> Iterator[TestCluster]:
     tools = tools_env()
-    import shutil
-
-    absent = [
-        b
-        for b in ("kube-apiserver", "kube-controller-manager", "etcd", "openssl")
-        if not shutil.which(b, path=tools["PATH"])
-    ]
-    if absent:
-        missing(f"not built: {', '.join(absent)} (run tools/build.sh)")
+    require(tools, "kube-apiserver", "kube-controller-manager", "etcd", "openssl", skip=missing)
     cluster = start_control_plane(tools, lab, image)
     yield cluster
     cluster.stop()

@@ -173,7 +173,7 @@ def _last_line(stderr: str) -> str:
 
 def test_a_join_with_a_wrong_ca_pin_fails_in_one_line(control_plane, lab, stranger):
     token, _ = create_token(control_plane.core(), token_id(f"{stranger}/pin"), 300, "test")
-    config = join_configuration(f"{lab.gateway}:{control_plane.port}", token, "sha256:" + "0" * 64, stranger)
+    config = join_configuration(control_plane.endpoint, token, "sha256:" + "0" * 64, stranger)
     proc = run_join(stranger, config)
     assert proc.returncode == 1
     assert _last_line(proc.stderr) == (
@@ -196,7 +196,7 @@ def test_a_join_with_a_lapsed_token_fails_in_one_line(control_plane, lab, strang
 
     assert settles(cleaned, timeout=60, interval=1), "the tokencleaner kept the lapsed token"
     config = join_configuration(
-        f"{lab.gateway}:{control_plane.port}",
+        control_plane.endpoint,
         token,
         kubeconfig_ca_hash(control_plane.kubeconfig_text),
         stranger,

@@ -85,10 +85,23 @@ class TestCluster:
     _api_cmd: list[str] = field(default_factory=list)
 
     @property
+    def endpoint(self) -> str:
+        """host:port of the API server, as a joining node names it."""
+        return f"{self.address}:{self.port}"
+
+    @property
     def kubeconfig_path(self) -> Path:
         return self.workdir / "kubeconfig"
 
     def start(self) -> TestCluster:
+        """Start etcd and kube-apiserver; what was started is stopped again if either fails."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> TestCluster:
         w = self.workdir
         self_signed(w, "ca", "/CN=gpu-tenancy-test-ca")
         signed_by(

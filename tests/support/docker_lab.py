@@ -130,11 +130,6 @@ class DockerLab:
             "exec", *(["-i"] if input is not None else []), node, *cmd, check=check, input=input, timeout=timeout
         )
 
-    def address(self, node: str) -> str:
-        return docker(
-            "inspect", "--format", f'{{{{(index .NetworkSettings.Networks "{self.network}").IPAddress}}}}', node
-        )
-
     def remove(self, node: str) -> None:
         cid = self.containers.pop(node)
         docker("rm", "--force", "--volumes", cid, check=False)

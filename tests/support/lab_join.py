@@ -72,9 +72,27 @@ def start_control_plane(tools: dict[str, str], lab: DockerLab, image: str) -> Te
             f"--service-cluster-ip-range={SERVICE_CIDR}",
         ],
     )
+    try:
+        kamaji_gives(cluster, tools, lab, image)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def kamaji_gives(cluster: TestCluster, tools: dict[str, str], lab: DockerLab, image: str) -> None:
+    """kube-controller-manager's node controllers, kubeadm's phases and NodeBootstrap's RBAC."""
     w = cluster.workdir
     cluster.start_controller_manager(
-        ["csrapproving", "csrsigning", "csrcleaner", "bootstrapsigner", "tokencleaner", "nodeipam", "nodelifecycle"],
+        [
+            "csrapproving",
+            "csrsigning",
+            "csrcleaner",
+            "bootstrapsigner",
+            "tokencleaner",
+            "nodeipam",
+            "nodelifecycle",
+        ],
         [
             f"--cluster-signing-cert-file={w / 'ca.crt'}",
             f"--cluster-signing-key-file={w / 'ca.key'}",
@@ -84,7 +102,6 @@ def start_control_plane(tools: dict[str, str], lab: DockerLab, image: str) -> Te
             f"--service-cluster-ip-range={SERVICE_CIDR}",
         ],
     )
-    endpoint = f"{lab.gateway}:{cluster.port}"
     version = subprocess.run(
         ["kube-apiserver", "--version"], capture_output=True, text=True, env=tools, check=True
     ).stdout.split()[-1]
@@ -99,7 +116,7 @@ def start_control_plane(tools: dict[str, str], lab: DockerLab, image: str) -> Te
             "apiVersion": "kubeadm.k8s.io/v1beta4",
             "kind": "ClusterConfiguration",
             "kubernetesVersion": version,
-            "controlPlaneEndpoint": endpoint,
+            "controlPlaneEndpoint": cluster.endpoint,
             "networking": {"podSubnet": POD_CIDR, "serviceSubnet": SERVICE_CIDR},
         },
         kubelet_configuration(),
@@ -112,7 +129,6 @@ def start_control_plane(tools: dict[str, str], lab: DockerLab, image: str) -> Te
             "init", "phase", *phase, "--config", "/cfg/kubeadm.yaml", "--kubeconfig", "/cfg/kubeconfig",
         )  # fmt: skip
     node_bootstrap_rbac(cluster)
-    return cluster
 
 
 def node_bootstrap_rbac(cluster: TestCluster) -> None:
@@ -164,9 +180,7 @@ def join_worker(cluster: TestCluster, lab: DockerLab, node: str, ttl_seconds: in
             "joins": worker_joins(node),
         }
     )
-    config = join_configuration(
-        f"{lab.gateway}:{cluster.port}", token.outs["token"], kubeconfig_ca_hash(kubeconfig), node
-    )
+    config = join_configuration(cluster.endpoint, token.outs["token"], kubeconfig_ca_hash(kubeconfig), node)
     start = time.monotonic()
     proc = run_join(node, config)
     seconds = time.monotonic() - start

@@ -62,6 +62,17 @@ def test_create_drops_what_the_bounding_set_lacks_and_nothing_else(tmp_path, mis
     assert (tmp_path / "args").read_text().split() == ["--root", "/run/x", "create", "--bundle", str(bundle), "cid"]
 
 
+@pytest.mark.parametrize("missing", [[], ["CAP_SYS_RESOURCE"], ["CAP_SYS_RESOURCE", "CAP_BPF"]])
+def test_it_says_which_capabilities_the_host_lacks(missing):
+    """The one check tools/lab/docker.sh and the node image's setup make before using lab-runc."""
+    bound = FULL
+    for cap in missing:
+        bound &= ~(1 << {"CAP_SYS_RESOURCE": 24, "CAP_BPF": 39}[cap])
+    env = dict(os.environ, LAB_RUNC_CAPBND=f"{bound:x}")
+    out = subprocess.run([str(LAB_RUNC), "--missing-capabilities"], env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.split() == missing
+
+
 def test_exec_drops_them_from_the_process_file(tmp_path):
     process = tmp_path / "process.json"
     process.write_text(json.dumps({"args": ["sh"], "capabilities": {"bounding": ALL, "effective": ALL}}))

@@ -10,13 +10,11 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 CACHE=${GPU_TENANCY_CACHE:-$HOME/.cache/gpu-tenancy}
 RUNTIME=lab-runc
 
-bound=$(awk '/^CapBnd:/ {print $2}' /proc/self/status)
-lacks=0
-if [ $(( 0x$bound & 0x1ffffffffff )) -ne $(( 0x1ffffffffff )) ]; then lacks=1; fi
+lacking=$("$ROOT/tools/lab/lab-runc" --missing-capabilities | paste -sd, -)
 
 if docker info >/dev/null 2>&1; then
-  if [ "$lacks" = 1 ] && ! docker info -f '{{.DefaultRuntime}}' | grep -qx "$RUNTIME"; then
-    echo "error: this host's capability bounding set ($bound) lacks capabilities, and the running Docker engine's" \
+  if [ -n "$lacking" ] && ! docker info -f '{{.DefaultRuntime}}' | grep -qx "$RUNTIME"; then
+    echo "error: this host's capability bounding set lacks $lacking, and the running Docker engine's" \
       "default runtime is $(docker info -f '{{.DefaultRuntime}}'): register tools/lab/lab-runc as its default" \
       "runtime (dockerd --add-runtime $RUNTIME=$ROOT/tools/lab/lab-runc --default-runtime $RUNTIME)" >&2
     exit 1
@@ -27,7 +25,7 @@ command -v dockerd >/dev/null || { echo "error: no dockerd (apt-get install dock
 command -v jq >/dev/null || { echo "error: no jq (apt-get install jq); tools/lab/lab-runc needs it" >&2; exit 1; }
 mkdir -p "$CACHE"
 args=()
-if [ "$lacks" = 1 ]; then
+if [ -n "$lacking" ]; then
   args+=(--add-runtime "$RUNTIME=$ROOT/tools/lab/lab-runc" --default-runtime "$RUNTIME")
 fi
 nohup dockerd "${args[@]}" >"$CACHE/dockerd.log" 2>&1 &
