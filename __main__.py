@@ -53,7 +53,9 @@ else:
         for slot in cfg.teams:
             TeamAccess(
                 f"team-{slot.name}",
-                TeamAccessArgs(team=slot, datastore=platform.datastore_name, provider=cluster.provider),
+                TeamAccessArgs(
+                    team=slot, datastore=platform.datastore_name, provider=cluster.provider, project=project
+                ),
                 opts=pulumi.ResourceOptions(depends_on=[platform.release]),
             )
         pulumi.export("platform", platform_outputs(cluster.kubeconfig, network, cfg, platform.datastore_name))
@@ -66,8 +68,7 @@ for t in cfg.tenants:
             tenant=t,
             hami=cfg.hami,
             lab_name=cfg.cluster.name,
-            project=project,
-            stack=stack,
+            datastore_schema=cfg.datastore_schema(stack, t.name),
             management_provider=management_provider,
             address=cfg.cluster.management_ip,
             network=network,

@@ -37,7 +37,14 @@ from components.config.fields import (
     section,
     string,
 )
-from components.config.names import kwok_name, release_controller_container, worker_name, workload_resource
+from components.config.names import (
+    datastore_schema,
+    kwok_name,
+    release_controller_container,
+    team_datastore_schema,
+    worker_name,
+    workload_resource,
+)
 from components.config.tenant_version import create_refusal
 from components.gpu.catalog import GPU_MODELS, GpuModel
 from components.gpu.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM
@@ -454,3 +461,10 @@ class StackConfig:
     teams: tuple[TeamSlot, ...] = ()
     # Not errors: said at `up` (e.g. a quota above what the fleet can hold).
     warnings: tuple[str, ...] = ()
+
+    def datastore_schema(self, stack: str, tenant: str) -> str:
+        """A tenant's etcd keys: a team's are the platform's to decide (its admission policy holds
+        them by equality), a lab's follow its own stack."""
+        if self.role == ROLE_TEAM:
+            return team_datastore_schema(self.project, tenant)
+        return datastore_schema(self.project, stack, tenant)

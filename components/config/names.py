@@ -11,8 +11,10 @@ PROJECT = "gpu-tenancy"
 TENANT_LABEL = "gpu-tenancy/tenant"
 WORKLOAD_LABEL = "gpu-tenancy/workload"
 # Nodes whose GPUs are fake (the inventory writes their cards): only there does the release
-# controller finish HAMi's allocation; on real GPU nodes the device plugin does it.
-MOCK_GPU_NODE_LABEL = ("gpu-tenancy/mock-gpu", "true")
+# controller finish HAMi's allocation; on real GPU nodes the device plugin does it. Under
+# node-restriction.kubernetes.io/, which the NodeRestriction admission plugin forbids a kubelet to
+# set on its own Node: a machine of an external pool cannot call its real cards fake.
+MOCK_GPU_NODE_LABEL = ("node-restriction.kubernetes.io/gpu-tenancy-mock-gpu", "true")
 # On a docker worker's Node: the machine its fake cards were written for (a replaced worker's new
 # Node gets them again).
 MACHINE_ID_ANNOTATION = "gpu-tenancy/machine-id"
@@ -108,3 +110,22 @@ def admin_kubeconfig_secret(tenant: str) -> str:
 
 # A team's identity in the management cluster (a ServiceAccount in its tenant namespace).
 TEAM_ACCOUNT = "gpu-tenancy-team"
+
+
+def team_account_user(team: str) -> str:
+    """The API server's user name for a team's identity (what admission rules match on)."""
+    return f"system:serviceaccount:{tenant_namespace(team)}:{TEAM_ACCOUNT}"
+
+
+def datastore_schema(project: str, stack: str, tenant: str) -> str:
+    """A lab tenant's etcd key prefix and user; immutable in Kamaji, so derived from stable names
+    only. Tenant names are unique within a stack, and a lab's DataStore is its own."""
+    return f"{project}_{stack}_{tenant}".replace("-", "_")
+
+
+def team_datastore_schema(project: str, team: str) -> str:
+    """A team's etcd key prefix and user on the platform's shared DataStore, decided by the
+    platform from the team's name alone and held by equality: DNS-1035 names have no `_`, so no
+    two teams share one. It is what a team stack named after its team always used, so such a
+    tenant keeps its keys (Kamaji's schema is immutable: a new one means a new control plane)."""
+    return datastore_schema(project, team, team)

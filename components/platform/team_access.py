@@ -2,11 +2,13 @@
 
 The platform stack makes, per team: the team's namespace (`tenant-<team>`, for its
 TenantControlPlane, where Kamaji also keeps the control plane's certificates and datastore
-credentials), a ServiceAccount, a Role limited to what the team stack does there, and an
-admission policy that holds the team's TenantControlPlane to the
-platform's DataStore, a schema of its own and the NodePorts the registry reserved for it, with
-no extra containers, volumes or arguments (which would run code or mount files in the shared
-cluster). The team stack receives a token of that ServiceAccount (see `components.ops.team_token`),
+credentials) with a ResourceQuota and LimitRange that bound what its control plane may take from
+the shared cluster, a ServiceAccount, a Role limited to what the team stack does there, and an
+admission policy that holds the team's TenantControlPlane to an allow-list
+(`control_plane_fields`): the platform's DataStore, the schema the platform names for the team
+(compared for equality), the NodePorts the registry reserved for it, a replica cap, and no field
+that would choose an image, an argument, a volume, a privilege or an exposure in the shared
+cluster. The team stack receives a token of that ServiceAccount (see `components.ops.team_token`),
 never the management cluster's admin.
 """
 
@@ -22,8 +24,11 @@ from components.config.model import TeamSlot
 from components.config.names import (
     TEAM_ACCOUNT,
     admin_kubeconfig_secret,
+    team_account_user,
+    team_datastore_schema,
     tenant_namespace,
 )
+from components.platform.control_plane_fields import MAX_CONTROL_PLANE_REPLICAS, present, refusals
 
 TCP_GROUP = "kamaji.clastix.io"
 ALL = ["get", "list", "watch", "create", "update", "patch", "delete"]
@@ -39,15 +44,45 @@ def control_plane_rules(team: str) -> list[dict[str, Any]]:
     ]
 
 
-def control_plane_policy(slot: TeamSlot, datastore: str) -> dict[str, Any]:
-    """Admission rules for the team's TenantControlPlanes (each with its own message)."""
-    schema_tail = "_" + slot.name.replace("-", "_")
+def control_plane_policy(slot: TeamSlot, datastore: str, project: str) -> dict[str, Any]:
+    """Admission rules for the team's TenantControlPlanes, each naming the field it holds: the
+    held fields' values, and every refused field of `control_plane_fields.SPEC` absent (or at
+    its default). They judge the team's own requests; Kamaji's updates of the objects it
+    reconciles (finalizers, status) are its own."""
+    team = slot.name
+    schema = team_datastore_schema(project, team)
     dep = "object.spec.controlPlane.deployment"
 
     def rule(expression: str, message: str) -> dict[str, str]:
-        return {"expression": expression, "message": f"team {slot.name}'s control plane: {message}"}
+        return {"expression": expression, "message": f"team {team}'s control plane: {message}"}
 
-    extras = ("additionalContainers", "additionalInitContainers", "additionalVolumes", "additionalVolumeMounts")
+    held = [
+        rule(
+            f"has(object.spec.dataStore) && object.spec.dataStore == '{datastore}'",
+            f"spec.dataStore must be the platform's ({datastore!r})",
+        ),
+        rule(
+            f"has(object.spec.dataStoreSchema) && object.spec.dataStoreSchema == '{schema}' && "
+            f"has(object.spec.dataStoreUsername) && object.spec.dataStoreUsername == '{schema}'",
+            f"spec.dataStoreSchema and spec.dataStoreUsername must be {schema!r} (the team's own keys)",
+        ),
+        rule(
+            f"{present('spec.networkProfile.port')} && object.spec.networkProfile.port == {slot.api_port} && "
+            f"{present('spec.addons.konnectivity.server.port')} && "
+            f"object.spec.addons.konnectivity.server.port == {slot.konnectivity_port}",
+            f"spec.networkProfile.port and spec.addons.konnectivity.server.port must be the NodePorts "
+            f"reserved for it ({slot.api_port}, {slot.konnectivity_port})",
+        ),
+        rule(
+            "object.spec.controlPlane.service.serviceType == 'NodePort'",
+            "spec.controlPlane.service.serviceType must be NodePort (on its reserved ports)",
+        ),
+        rule(
+            f"!has({dep}) || !has({dep}.replicas) || {dep}.replicas <= {MAX_CONTROL_PLANE_REPLICAS}",
+            f"spec.controlPlane.deployment.replicas may be at most {MAX_CONTROL_PLANE_REPLICAS}",
+        ),
+    ]
+    refused = [rule(expression, f"{path} is not allowed ({why})") for path, expression, why in refusals()]
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {
@@ -60,25 +95,33 @@ def control_plane_policy(slot: TeamSlot, datastore: str) -> dict[str, Any]:
                 }
             ]
         },
-        "validations": [
-            rule(f"object.spec.dataStore == '{datastore}'", f"its dataStore must be the platform's ({datastore!r})"),
-            rule(
-                f"object.spec.dataStoreSchema.endsWith('{schema_tail}') && "
-                "object.spec.dataStoreUsername == object.spec.dataStoreSchema",
-                f"its dataStoreSchema must end in {schema_tail!r} (its own keys) and dataStoreUsername equal it",
-            ),
-            rule(
-                f"object.spec.networkProfile.port == {slot.api_port} && "
-                f"object.spec.addons.konnectivity.server.port == {slot.konnectivity_port}",
-                f"it listens on the NodePorts reserved for it ({slot.api_port}, {slot.konnectivity_port})",
-            ),
-            rule(
-                f"!has({dep}) || ({' && '.join(f'!has({dep}.{f})' for f in extras)} && "
-                f"!has({dep}.extraArgs) && (!has({dep}.serviceAccountName) || {dep}.serviceAccountName == 'default'))",
-                "no additional containers, volumes, arguments or service account in the shared cluster",
-            ),
+        "matchConditions": [
+            {
+                "name": "the-teams-own-requests",
+                "expression": f"request.userInfo.username == '{team_account_user(team)}'",
+            }
         ],
+        "validations": held + refused,
     }
+
+
+# What one team's control plane may hold in the shared cluster, whatever its spec asks: pods for
+# its replicas through a rollout's surge (100 %), their requests (a container that names none gets
+# LimitRange's), its one TenantControlPlane and its two NodePorts, and no load balancer.
+CONTROL_PLANE_QUOTA = {
+    "pods": str(2 * MAX_CONTROL_PLANE_REPLICAS + 2),
+    "requests.cpu": "4",
+    "requests.memory": "8Gi",
+    "count/tenantcontrolplanes.kamaji.clastix.io": "1",
+    "services.nodeports": "2",
+    "services.loadbalancers": "0",
+}
+CONTAINER_LIMITS = {
+    "type": "Container",
+    "defaultRequest": {"cpu": "100m", "memory": "128Mi"},
+    "default": {"memory": "2Gi"},
+    "max": {"memory": "4Gi"},
+}
 
 
 @dataclass
@@ -86,10 +129,13 @@ class TeamAccessArgs:
     team: TeamSlot
     datastore: pulumi.Input[str]
     provider: k8s.Provider
+    # The Pulumi project: the team's DataStore schema is named from it (team_datastore_schema).
+    project: str
 
 
 class TeamAccess(pulumi.ComponentResource):
-    """One team's namespace, ServiceAccount, Role and control-plane policy."""
+    """One team's namespace (with its quota and limits), ServiceAccount, Role and control-plane
+    policy; the team's Role is bound only once the policy and the quota hold."""
 
     account: k8s.core.v1.ServiceAccount
 
@@ -105,21 +151,28 @@ class TeamAccess(pulumi.ComponentResource):
         role = k8s.rbac.v1.Role(
             f"{name}-role", metadata={"name": TEAM_ACCOUNT, "namespace": ns}, rules=control_plane_rules(team), opts=on
         )
-        k8s.rbac.v1.RoleBinding(
-            f"{name}-binding",
+        quota = k8s.core.v1.ResourceQuota(
+            f"{name}-quota",
             metadata={"name": TEAM_ACCOUNT, "namespace": ns},
-            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.metadata.name},
-            subjects=[{"kind": "ServiceAccount", "name": TEAM_ACCOUNT, "namespace": tenant_namespace(team)}],
+            spec={"hard": CONTROL_PLANE_QUOTA},
+            opts=on,
+        )
+        limits = k8s.core.v1.LimitRange(
+            f"{name}-limits",
+            metadata={"name": TEAM_ACCOUNT, "namespace": ns},
+            spec={"limits": [CONTAINER_LIMITS]},
             opts=on,
         )
         policy_name = f"gpu-tenancy-team-{team}"
         policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
             f"{name}-tcp-policy",
             metadata={"name": policy_name},
-            spec=pulumi.Output.from_input(args.datastore).apply(lambda d: control_plane_policy(args.team, d)),
+            spec=pulumi.Output.from_input(args.datastore).apply(
+                lambda d: control_plane_policy(args.team, d, args.project)
+            ),
             opts=on,
         )
-        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+        policy_binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
             f"{name}-tcp-policy-binding",
             metadata={"name": policy_name},
             spec={
@@ -130,5 +183,12 @@ class TeamAccess(pulumi.ComponentResource):
                 },
             },
             opts=pulumi.ResourceOptions.merge(on, pulumi.ResourceOptions(depends_on=[policy])),
+        )
+        k8s.rbac.v1.RoleBinding(
+            f"{name}-binding",
+            metadata={"name": TEAM_ACCOUNT, "namespace": ns},
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.metadata.name},
+            subjects=[{"kind": "ServiceAccount", "name": TEAM_ACCOUNT, "namespace": tenant_namespace(team)}],
+            opts=pulumi.ResourceOptions.merge(on, pulumi.ResourceOptions(depends_on=[policy_binding, quota, limits])),
         )
         self.register_outputs({"account": self.account.metadata.name})

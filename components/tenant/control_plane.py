@@ -50,11 +50,6 @@ TYPE = "gpu-tenancy:index:ControlPlane"
 PREVIOUS_TYPE = "gpu-tenancy:index:Tenant"
 
 
-def datastore_schema(project: str, stack: str, tenant: str) -> str:
-    """Per-tenant etcd key prefix; immutable in Kamaji, so derived from stable names only."""
-    return f"{project}_{stack}_{tenant}".replace("-", "_")
-
-
 def ready_at(version: str) -> list[str]:
     """What Pulumi waits for on create and on every update: Kamaji reports Ready *and* runs the
     tenant's version (it sets `version.version` to the spec's only once an upgrade is done), so
@@ -118,8 +113,8 @@ class ControlPlaneArgs:
     # The management cluster address that workers and the host reach NodePorts on.
     address: str
     datastore: pulumi.Input[str]
-    project: str
-    stack: str
+    # Its etcd key prefix and user (StackConfig.datastore_schema): immutable once created.
+    schema: str
     # Kamaji's release: the TCP must be created after, and deleted before, Kamaji.
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     # Lab: this stack makes the tenant's namespaces. Team: the platform made them (TeamAccess);
@@ -164,9 +159,7 @@ class ControlPlane(pulumi.ComponentResource):
             api_version=TCP_API_VERSION,
             kind=TCP_KIND,
             metadata=control_plane_metadata(t, self.namespace_name),
-            spec=control_plane_spec(
-                t, args.address, args.datastore, datastore_schema(args.project, args.stack, t.name)
-            ),
+            spec=control_plane_spec(t, args.address, args.datastore, args.schema),
             opts=pulumi.ResourceOptions.merge(
                 mgmt, pulumi.ResourceOptions(depends_on=[*args.depends_on, self.version])
             ),

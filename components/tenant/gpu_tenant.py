@@ -38,8 +38,8 @@ class GpuTenantArgs:
     tenant: TenantConfig
     hami: HamiConfig
     lab_name: str
-    project: str
-    stack: str
+    # The control plane's etcd keys (StackConfig.datastore_schema).
+    datastore_schema: str
     management_provider: k8s.Provider
     address: str
     # The Docker network's name: the lab's own, or the platform's (team stacks).
@@ -81,8 +81,7 @@ class GpuTenant(pulumi.ComponentResource):
                 management_provider=args.management_provider,
                 address=args.address,
                 datastore=args.datastore,
-                project=args.project,
-                stack=args.stack,
+                schema=args.datastore_schema,
                 depends_on=args.depends_on,
                 owns_namespaces=args.owns_namespaces,
             ),

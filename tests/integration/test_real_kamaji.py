@@ -18,10 +18,10 @@ import yaml
 from kubernetes import client
 
 from components.config.load import load_stack_file
-from components.config.names import admin_kubeconfig_secret, tenant_namespace
+from components.config.names import admin_kubeconfig_secret, datastore_schema, tenant_namespace
 from components.config.tenant_version import create_refusal, step_refusal
 from components.ops.waiting import TimedOut, wait_until
-from components.tenant.control_plane import control_plane_metadata, control_plane_spec, datastore_schema
+from components.tenant.control_plane import control_plane_metadata, control_plane_spec
 from tests.support.cluster import start_cluster
 from tests.support.real_kamaji import DATASTORE, GROUP, SKIP_REASON, VERSION, RealKamaji, binary
 from tests.support.tools import ROOT, require

@@ -1,25 +1,15 @@
 """The TenantControlPlane spec against Kamaji's CRD schema (a byte copy of upstream, in shared/)."""
 
 import ipaddress
-from pathlib import Path
 
 import jsonschema
 import pytest
-import yaml
 
 from components.config.load import load_stack_config
-from components.tenant.control_plane import control_plane_spec, datastore_schema
+from components.config.names import datastore_schema
+from components.tenant.control_plane import control_plane_spec
 from tests.support.harness import ROOT, load_config_file
-
-CRD = Path(ROOT).parent / "shared" / "fixtures" / "kamaji" / "kamaji.clastix.io_tenantcontrolplanes.yaml"
-
-
-def spec_schema() -> dict:
-    if not CRD.exists():
-        pytest.fail(f"Kamaji CRD fixture not found at {CRD}: the shared/ folder must sit beside the project")
-    crd = yaml.safe_load(CRD.read_text())
-    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]
-    return version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+from tests.support.kamaji_crd import spec_schema
 
 
 @pytest.fixture(scope="module")

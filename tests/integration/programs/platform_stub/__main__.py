@@ -17,5 +17,7 @@ cfg = load_stack_config(
 kubeconfig = config.require_secret("kubeconfig")
 provider = k8s.Provider("management", kubeconfig=kubeconfig)
 for slot in cfg.teams:
-    TeamAccess(f"team-{slot.name}", TeamAccessArgs(team=slot, datastore="default", provider=provider))
+    TeamAccess(
+        f"team-{slot.name}", TeamAccessArgs(team=slot, datastore="default", provider=provider, project="gpu-tenancy")
+    )
 pulumi.export("platform", platform_outputs(kubeconfig, "lab-net", cfg, "default"))

@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 from components.config.load import load_stack_config
 from components.config.names import tenant_namespace
 from components.platform.platform_link import PlatformLink, PlatformLinkArgs
-from components.tenant.control_plane import TCP_API_VERSION, TCP_KIND, control_plane_spec, datastore_schema
+from components.tenant.control_plane import TCP_API_VERSION, TCP_KIND, control_plane_spec
 
 config = pulumi.Config()
 cfg = load_stack_config(
@@ -32,7 +32,7 @@ for t in cfg.tenants:
         metadata={"name": t.name, "namespace": tenant_namespace(t.name)},
         spec=link.datastore.apply(
             lambda d, t=t: control_plane_spec(
-                t, str(cfg.cluster.management_ip), d, datastore_schema("gpu-tenancy", pulumi.get_stack(), t.name)
+                t, str(cfg.cluster.management_ip), d, cfg.datastore_schema(pulumi.get_stack(), t.name)
             )
         ),
         opts=pulumi.ResourceOptions(provider=link.provider),

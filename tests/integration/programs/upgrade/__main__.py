@@ -42,8 +42,7 @@ cp = ControlPlane(
         management_provider=management,
         address="127.0.0.1",
         datastore="default",
-        project=pulumi.get_project(),
-        stack=pulumi.get_stack(),
+        schema=stack.datastore_schema(pulumi.get_stack(), t.name),
     ),
 )
 admin = cp.automation_kubeconfig
