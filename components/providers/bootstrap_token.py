@@ -14,6 +14,7 @@ by a fresh one, so a join that failed, a removed machine or a raised `nodes` hea
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -71,7 +72,7 @@ def _still_held(kubeconfig: Any, props: dict[str, Any]) -> bool:
 class BootstrapTokenProvider(Provider):
     # One Secret per token id: the old token goes before its successor is made.
     REPLACES = ("token_id", "ttl_seconds")
-    UPDATES = ("kubeconfig", "description", "joins")
+    UPDATES = ("description", "joins")
     OUTPUTS = ("token", "expiration", "revoked")
     SECRET_OUTPUTS = ("token",)
     DELETE_BEFORE_REPLACE = True
@@ -94,8 +95,12 @@ class BootstrapTokenProvider(Provider):
         replaces = ["expiration"] if verdict == RENEW else []
         return DiffResult(changes=True, replaces=replaces, delete_before_replace=self.DELETE_BEFORE_REPLACE)
 
-    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        outs = super().update(id_, olds, news).outs
+    def redo_needed(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> bool:
+        # With joins every update judges the token again (no wait: one look at the pool's Nodes).
+        return super().redo_needed(olds, news) or bool(news.get("joins"))
+
+    def redo(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        outs = super().redo(id_, olds, news).outs
         joins = news.get("joins")
         if joins:
             verdict, _ = _verdict(olds, joins, news["kubeconfig"])
@@ -104,7 +109,7 @@ class BootstrapTokenProvider(Provider):
                 outs.update(token="", revoked=True)
         return UpdateResult(outs=outs)
 
-    def delete(self, _id: str, props: dict[str, Any]) -> None:
+    def remove(self, _id: str, props: dict[str, Any]) -> None:
         if props.get("revoked"):
             return
         # Only this resource's own token: a replacement may already hold the same id.

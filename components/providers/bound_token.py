@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CreateResult, ReadResult
+from pulumi.dynamic import CreateResult
 
 from components.ops.bound_token import request_token, seconds_left
 from components.ops.kube import core_api
@@ -25,7 +25,8 @@ IDENTITY = ("namespace", "account", "account_uid", "seconds")
 
 class BoundTokenProvider(Provider):
     REPLACES = IDENTITY
-    UPDATES = ("issuer", "renew_before_seconds")
+    UPDATES = ("renew_before_seconds",)
+    CONNECTION = ("issuer",)
     OUTPUTS = ("token", "expires")
     SECRETS = ("issuer",)
     SECRET_OUTPUTS = ("token",)
@@ -45,9 +46,7 @@ class BoundTokenProvider(Provider):
             out.append("expires")
         return out
 
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        # A token cannot be read back; whether it is still good is the diff's question.
-        return ReadResult(id_=id_, outs=props)
+    # No look: a token cannot be read back; whether it is still good is the diff's question.
 
 
 class BoundToken(ProviderResource, module="gpu-tenancy", name="BoundToken"):

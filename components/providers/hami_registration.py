@@ -16,7 +16,7 @@ from pulumi.dynamic import CreateResult, ReadResult, UpdateResult
 
 from components.ops.hami_registration import check, wait_registered
 from components.ops.kube import core_api
-from components.providers.base import Provider, ProviderResource
+from components.providers.base import Provider, ProviderResource, answering
 
 
 def _wait(props: dict[str, Any]) -> dict[str, Any]:
@@ -25,17 +25,17 @@ def _wait(props: dict[str, Any]) -> dict[str, Any]:
 
 
 class HamiRegistrationProvider(Provider):
-    UPDATES = ("expected", "hami_revision", "timeout_seconds", "kubeconfig")
+    UPDATES = ("expected", "hami_revision", "timeout_seconds")
     OUTPUTS = ("registered",)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         return CreateResult(id_="hami-registration", outs=_wait(props))
 
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+    def redo(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(outs=_wait(news))
 
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        absent, _why = check(core_api(props["kubeconfig"]), props["expected"])
+    def look(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        absent, _why = check(answering(core_api(props["kubeconfig"])), props["expected"])
         counts = {n: len(d) - len(absent.get(n, [])) for n, d in props["expected"].items()}
         return ReadResult(id_=id_, outs={**props, "registered": counts})
 

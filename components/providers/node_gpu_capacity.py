@@ -20,23 +20,23 @@ class NodeGpuCapacityProvider(Provider):
 
     REPLACES = ("node",)
     # A new machine under the node's name (a replaced worker) starts without the capacity.
-    UPDATES = ("count", "kubeconfig", "machine_id")
+    UPDATES = ("count", "machine_id")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         set_gpu_capacity(core_api(props["kubeconfig"]), props["node"], int(props["count"]))
         return CreateResult(id_=props["node"], outs=dict(props))
 
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+    def redo(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         set_gpu_capacity(core_api(news["kubeconfig"]), news["node"], int(news["count"]))
         return UpdateResult(outs=dict(news))
 
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+    def look(self, id_: str, props: dict[str, Any]) -> ReadResult:
         count = gpu_capacity(core_api(props["kubeconfig"]), id_)
         if count is None:
             return ReadResult(id_=None, outs={})
         return ReadResult(id_=id_, outs={**props, "count": count})
 
-    def delete(self, id_: str, props: dict[str, Any]) -> None:
+    def remove(self, id_: str, props: dict[str, Any]) -> None:
         set_gpu_capacity(core_api(props["kubeconfig"]), id_, None)
 
 

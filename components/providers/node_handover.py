@@ -34,30 +34,27 @@ SETTLE_TIMEOUT_SECONDS = 600
 
 class NodeDrainProvider(Provider):
     REPLACES = ("node",)
-    UPDATES = ("image", "kubeconfig")
+    UPDATES = ("image",)
     OUTPUTS = ("moved",)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         return CreateResult(id_=props["node"], outs={**props, "moved": []})
 
-    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        if olds.get("image") == news.get("image"):
-            return UpdateResult(outs={**news, "moved": olds.get("moved") or []})
+    def redo(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         left = nh.drain(core_api(news["kubeconfig"]), news["node"], float(news["timeout_seconds"]))
         return UpdateResult(outs={**news, "moved": [m.as_dict() for m in left]})
 
 
 class NodeSettledProvider(Provider):
     REPLACES = ("node",)
-    UPDATES = ("machine_id", "moved", "kubeconfig")
+    UPDATES = ("machine_id", "moved")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         return CreateResult(id_=props["node"], outs=dict(props))
 
-    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        if any(olds.get(k) != news.get(k) for k in ("machine_id", "moved")):
-            left = [nh.Moved.from_dict(m) for m in news.get("moved") or []]
-            nh.settle(core_api(news["kubeconfig"]), news["node"], left, float(news["timeout_seconds"]))
+    def redo(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        left = [nh.Moved.from_dict(m) for m in news.get("moved") or []]
+        nh.settle(core_api(news["kubeconfig"]), news["node"], left, float(news["timeout_seconds"]))
         return UpdateResult(outs=dict(news))
 
 

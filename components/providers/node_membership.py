@@ -21,7 +21,7 @@ from components.providers.base import Provider, ProviderResource
 class NodeMembershipProvider(Provider):
     # The Node has one name: a new membership waits for its own registration after the old one.
     REPLACES = ("node", "machine_id")
-    UPDATES = ("kubeconfig", "token_id")
+    UPDATES = ("token_id",)
     OUTPUTS = ("uid",)
     DELETE_BEFORE_REPLACE = True
 
@@ -32,7 +32,7 @@ class NodeMembershipProvider(Provider):
             delete_token(core, props["token_id"])
         return CreateResult(id_=f"{props['node']}/{props['machine_id']}", outs={**props, "uid": uid})
 
-    def delete(self, _id: str, props: dict[str, Any]) -> None:
+    def remove(self, _id: str, props: dict[str, Any]) -> None:
         delete_node_if_mine(core_api(props["kubeconfig"]), props["node"], props["machine_id"])
 
 

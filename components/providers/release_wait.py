@@ -8,9 +8,10 @@ gone). It writes nothing itself, so the controller stays the one writer of HAMi'
 phase. A pod still unbound at the deadline is reported with HAMi's own reason per node: as
 outputs, and, with `fail_on_pending`, as the error that stops the update. A pod HAMi marked
 failed, one bound but never released, or one placed without HAMi always fails the update.
-The kubeconfig is a secret input, echoed in the outputs so update/delete can use it; no client
-is kept on the provider object (its __dict__ is pickled into the state). This module is
-imported by the provider process: importing it creates no resources and does no I/O.
+The kubeconfig is a secret input, echoed in the outputs so a later update can use it; a new one
+alone is stored without waiting again (components.providers.base: CONNECTION). No client is kept
+on the provider object (its __dict__ is pickled into the state). This module is imported by
+the provider process: importing it creates no resources and does no I/O.
 """
 
 from __future__ import annotations
@@ -76,19 +77,18 @@ def _run(props: dict[str, Any]) -> dict[str, Any]:
 
 class ReleaseWaitProvider(Provider):
     REPLACES = ("namespace", "workload", "workload_uid")
-    UPDATES = (*WAIT_INPUTS, "kubeconfig", "timeout_seconds", "fail_on_pending")
+    UPDATES = (*WAIT_INPUTS, "timeout_seconds", "fail_on_pending")
     OUTPUTS = ("pods", "pending")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         outs = _run(props)
         return CreateResult(id_=f"{props['namespace']}/{props['workload']}", outs=outs)
 
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+    def redo(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(outs=_run(news))
 
-    def delete(self, _id: str, _props: dict[str, Any]) -> None:
-        # Nothing to undo: the pods (and with them their claim on the cards) go with the workload.
-        return None
+    # No remove: nothing to undo, the pods (and with them their claim on the cards) go with the
+    # workload, so a destroy never asks the tenant.
 
 
 class ReleaseWait(ProviderResource, module="gpu-tenancy", name="ReleaseWait"):

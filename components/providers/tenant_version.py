@@ -21,6 +21,7 @@ class TenantVersionProvider(Provider):
     REPLACES = ("tenant",)
     UPDATES = ("version",)
     SECRETS = ()
+    CONNECTION = ()
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         old, new = olds.get("version"), news.get("version", "")

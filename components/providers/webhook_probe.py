@@ -14,27 +14,28 @@ from pulumi.dynamic import CreateResult, ReadResult, UpdateResult
 from components.gpu.hami_annotations import SCHEDULER_NAME
 from components.ops.kube import core_api
 from components.ops.webhook_probe import PROBE_POD, WebhookUnreachableError, probe
-from components.providers.base import Provider, ProviderResource
+from components.providers.base import Provider, ProviderResource, answering
 
 REFRESH_TIMEOUT_SECONDS = 10.0
 
 
 class HamiWebhookProbeProvider(Provider):
-    UPDATES = ("kubeconfig", "namespace", "timeout_seconds", "hami_revision")
+    UPDATES = ("namespace", "timeout_seconds", "hami_revision")
     OUTPUTS = ("scheduler_name",)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         seen = probe(core_api(props["kubeconfig"]), props["namespace"], float(props["timeout_seconds"]))
         return CreateResult(id_=f"{props['namespace']}/{PROBE_POD}", outs={**props, "scheduler_name": seen})
 
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+    def redo(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         seen = probe(core_api(news["kubeconfig"]), news["namespace"], float(news["timeout_seconds"]))
         return UpdateResult(outs={**news, "scheduler_name": seen})
 
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+    def look(self, id_: str, props: dict[str, Any]) -> ReadResult:
         timeout = min(REFRESH_TIMEOUT_SECONDS, float(props["timeout_seconds"]))
+        core = answering(core_api(props["kubeconfig"]))
         try:
-            seen = probe(core_api(props["kubeconfig"]), props["namespace"], timeout, interval=2.0)
+            seen = probe(core, props["namespace"], timeout, interval=2.0)
         except WebhookUnreachableError as exc:
             seen = exc.seen
         return ReadResult(id_=id_, outs={**props, "scheduler_name": seen})

@@ -50,7 +50,8 @@ class MockGpuInventoryArgs:
 
 
 class MockGpuInventory(pulumi.ComponentResource):
-    """Per node: labels gpu=on and mock-gpu + device-register annotation, then the capacity seed.
+    """Per node: labels gpu=on and the mock-GPU label + device-register annotation, then the
+    capacity seed.
 
     The annotation goes first: HAMi 2.8 reads a node's devices when its nvidia.com/gpu
     allocatable changes, so the capacity seed must find the annotation already there.

@@ -66,7 +66,11 @@ def test_a_bound_token_is_replaced_in_its_renewal_window():
 def dry_run_answers(scheduler: str):
     """A tenant whose dry-run GPU pod comes back with `scheduler`."""
     answer = SimpleNamespace(data=json.dumps({"spec": {"schedulerName": scheduler}}).encode())
-    return SimpleNamespace(create_namespaced_pod=lambda *_a, **_k: answer)
+    return SimpleNamespace(create_namespaced_pod=lambda *_a, **_k: answer, get_api_resources=ANSWERS)
+
+
+def ANSWERS(**_k):  # noqa: N802 - stands for the client's method
+    """The tenant answers an authenticated request (base.answering): it can be asked."""
 
 
 PROBE = {"kubeconfig": "k", "namespace": "default", "timeout_seconds": 0.1, "hami_revision": 1}
@@ -86,7 +90,8 @@ def test_an_api_error_at_refresh_is_a_finding_too(monkeypatch):
     def refused(*_a, **_k):
         raise ApiException(status=503, reason="Service Unavailable")
 
-    monkeypatch.setattr(wp_provider, "core_api", lambda _k: SimpleNamespace(create_namespaced_pod=refused))
+    tenant = SimpleNamespace(create_namespaced_pod=refused, get_api_resources=ANSWERS)
+    monkeypatch.setattr(wp_provider, "core_api", lambda _k: tenant)
     p = wp_provider.HamiWebhookProbeProvider()
     read = p.read("default/probe", {**PROBE, "scheduler_name": "hami-scheduler"})
     assert read.outs["scheduler_name"] == "error: Service Unavailable"
@@ -96,7 +101,7 @@ def test_an_api_error_at_refresh_is_a_finding_too(monkeypatch):
 @pytest.mark.parametrize(("absent", "drift"), [({"gpu-0": ["GPU-1"]}, True), ({}, False)])
 def test_a_card_missing_at_refresh_is_drift_the_next_update_waits_for(monkeypatch, absent, drift):
     expected = {"gpu-0": ["GPU-0", "GPU-1"], "gpu-1": ["GPU-2"]}
-    monkeypatch.setattr(reg_provider, "core_api", lambda _k: None)
+    monkeypatch.setattr(reg_provider, "core_api", lambda _k: SimpleNamespace(get_api_resources=ANSWERS))
     monkeypatch.setattr(reg_provider, "check", lambda _core, _expected: (absent, "why"))
     p = reg_provider.HamiRegistrationProvider()
     props = {"kubeconfig": "k", "expected": expected, "hami_revision": 1, "timeout_seconds": 120}
