@@ -25,7 +25,7 @@ from components.config.problems import ConfigError
 from components.gpu import hami_annotations as ha
 from components.gpu.requests import Quota, total_usage
 from components.ops import fleet_picture, hami_reasons
-from components.ops.kube import core_api, get_json
+from components.ops.kube import core_api, get_json, http_status
 from components.ops.tables import markdown_table, text_table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,15 +74,27 @@ def waiting_for_hami(core: Any) -> tuple[str, ...]:
     return tuple(sorted(out))
 
 
-def tenant_capacity(t: TenantConfig, core: Any | None = None) -> TenantCapacity:
+def failure(exc: BaseException) -> str:
+    """What failed, in one line: the API's status, or the connection's own words without the
+    client library's object names (urllib3's "<...HTTPSConnection object at 0x...>: ")."""
+    status = http_status(exc)
+    if status is not None:
+        return f"the API server answered {status} {getattr(exc, 'reason', '') or ''}".rstrip()
+    text = str(getattr(exc, "reason", None) or exc).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line.split(">: ", 1)[-1].strip()
+
+
+def tenant_capacity(t: TenantConfig, core: Any | None = None, unreachable: str = "") -> TenantCapacity:
+    """`unreachable`: why no client could be made for the tenant (a broken kubeconfig)."""
     fleet = t.fleet
-    allocated, note, waiting = None, "", ()
+    allocated, note, waiting = None, f"not reachable: {unreachable}" if unreachable else "", ()
     if core is not None:
         try:
             allocated = allocated_by_hami(core)
             waiting = waiting_for_hami(core)
         except Exception as exc:  # noqa: BLE001 - an unreachable tenant is reported, not fatal
-            note = f"not reachable: {getattr(exc, 'reason', None) or exc}"
+            note = f"not reachable: {failure(exc)}"
     return TenantCapacity(
         tenant=t.name,
         cards=" + ".join(
@@ -170,8 +182,31 @@ def build_report(
     out = []
     for t in cfg.tenants:
         kc = (kubeconfigs or {}).get(t.name)
-        out.append(tenant_capacity(t, client(kc) if kc else None))
+        try:
+            core = client(kc) if kc else None
+        except Exception as exc:  # noqa: BLE001 - a kubeconfig that cannot be read is reported too
+            out.append(tenant_capacity(t, None, failure(exc)))
+            continue
+        out.append(tenant_capacity(t, core))
     return out
+
+
+def pictures(
+    cfg: StackConfig, kubeconfigs: Mapping[str, str] | None = None, client: Callable[[str], Any] = core_api
+) -> tuple[list[fleet_picture.FleetPicture], list[str]]:
+    """Each tenant's picture (live where its kubeconfig is given), and one line per tenant whose
+    live picture could not be read, naming it and what failed (the others are still drawn)."""
+    out, failed = [], []
+    for t in cfg.tenants:
+        kc = (kubeconfigs or {}).get(t.name)
+        if not kc:
+            out.append(fleet_picture.declared(t, cfg.cluster.name))
+            continue
+        try:
+            out.append(fleet_picture.live(t.name, client(kc)))
+        except Exception as exc:  # noqa: BLE001 - one tenant's failure is reported, the rest drawn
+            failed.append(f"tenant {t.name}: no live picture, its API server could not be read: {failure(exc)}")
+    return out, failed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,19 +231,24 @@ def main(argv: list[str] | None = None) -> int:
     except (StackFileError, ConfigError) as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
-    kubeconfigs = stack_kubeconfigs(stack_file(args.stack)[1]) if args.live else None
+    try:
+        kubeconfigs = stack_kubeconfigs(stack_file(args.stack)[1]) if args.live else None
+    except (RuntimeError, OSError, ValueError) as exc:  # no pulumi, no such stack, outputs unreadable
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
     report = build_report(cfg, kubeconfigs)
     print(render_markdown(report, args.stack) if args.markdown else render_table(report))
-    if args.picture:
-        pictures = [
-            fleet_picture.live(t.name, core_api(kubeconfigs[t.name]))
-            if kubeconfigs and t.name in kubeconfigs
-            else fleet_picture.declared(t, cfg.cluster.name)
-            for t in cfg.tenants
-        ]
-        for path in fleet_picture.render_all(pictures, args.picture):
+    if not args.picture:
+        return 0
+    drawn, failed = pictures(cfg, kubeconfigs)
+    try:
+        for path in fleet_picture.render_all(drawn, args.picture):
             print(f"wrote {path}", file=sys.stderr)
-    return 0
+    except OSError as exc:
+        failed.append(f"cannot write the pictures into {args.picture}: {exc.strerror or exc}")
+    for line in failed:
+        print(f"{parser.prog}: error: {line}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

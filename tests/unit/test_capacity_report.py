@@ -51,3 +51,83 @@ def test_a_mixed_fleet_is_reported_per_model_and_a_stack_file_path_is_read(capsy
     assert main(["--stack", "no-such-stack"]) == 2
     err = capsys.readouterr().err
     assert "error: cannot read stack file" in err and "Traceback" not in err
+
+
+# -- a tenant that cannot be read: one line naming it and what failed, never a traceback ---------
+def unreachable_kubeconfig() -> str:
+    from tests.support.cluster import free_port
+
+    server = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    return (
+        "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+        f"clusters: [{{name: t, cluster: {{server: '{server}'}}}}]\n"
+        "users: [{name: t, user: {token: x}}]\ncontexts: [{name: t, context: {cluster: t, user: t}}]\n"
+    )
+
+
+def test_the_picture_of_an_unreachable_tenant_is_one_line_naming_it(monkeypatch, tmp_path, capsys):
+    """With --live and --picture: team-a's API server does not answer, team-b's kubeconfig is not
+    one; each gets one line naming the tenant and what failed, the table still says so, the
+    exit status says something asked for was not drawn."""
+    import components.ops.capacity_report as cr
+
+    kubeconfigs = {"team-a": unreachable_kubeconfig(), "team-b": "not: [a kubeconfig"}
+    monkeypatch.setattr(cr, "stack_kubeconfigs", lambda _stack: kubeconfigs)
+    assert main(["--stack", "dev", "--live", "--picture", str(tmp_path)]) == 1
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    a = [line for line in lines if "tenant team-a:" in line]
+    b = [line for line in lines if "tenant team-b:" in line]
+    assert len(a) == 1 and len(b) == 1 and len(lines) == 2, err
+    assert a[0].startswith("python -m components.ops.capacity_report: error: tenant team-a: no live picture")
+    assert "Connection refused" in a[0] and "object at 0x" not in a[0]
+    assert "not reachable: " in out and "Connection refused" in out  # the table's column says it too
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_other_tenants_pictures_are_still_drawn(monkeypatch, tmp_path, capsys):
+    import components.ops.capacity_report as cr
+
+    monkeypatch.setattr(cr, "stack_kubeconfigs", lambda _stack: {"team-a": unreachable_kubeconfig()})
+    assert main(["--stack", "dev", "--live", "--picture", str(tmp_path)]) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["team-b.png", "team-b.svg"]  # declared
+    assert "error: tenant team-a: no live picture" in capsys.readouterr().err
+
+
+def test_a_tenant_refusing_the_credential_is_named_with_the_status():
+    from kubernetes.client import ApiException
+
+    from components.ops.capacity_report import pictures
+
+    def refusing(_kubeconfig):
+        class Core:
+            def list_node(self, **_kw):
+                raise ApiException(status=401, reason="Unauthorized")
+
+        return Core()
+
+    drawn, failed = pictures(load_stack("dev"), {"team-b": "kubeconfig"}, client=refusing)
+    assert [p.tenant for p in drawn] == ["team-a"]
+    assert failed == [
+        "tenant team-b: no live picture, its API server could not be read: the API server answered 401 Unauthorized"
+    ]
+
+
+def test_a_kubeconfig_that_cannot_be_read_is_a_note_in_the_table():
+    a, _ = build_report(load_stack("dev"), {"team-a": "not: [a kubeconfig"})
+    assert a.allocated is None and a.note.startswith("not reachable: ") and "\n" not in a.note
+
+
+def test_stack_outputs_that_cannot_be_read_are_one_line(monkeypatch, capsys):
+    import components.ops.capacity_report as cr
+
+    said = "cannot read the outputs of stack dev: no stack named 'dev' found"
+
+    def no_outputs(_stack):
+        raise RuntimeError(said)
+
+    monkeypatch.setattr(cr, "stack_kubeconfigs", no_outputs)
+    assert main(["--stack", "dev", "--live"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"python -m components.ops.capacity_report: error: {said}\n"
