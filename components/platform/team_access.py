@@ -108,11 +108,12 @@ def control_plane_policy(slot: TeamSlot, datastore: str, project: str) -> dict[s
 # What one team's control plane may hold in the shared cluster, whatever its spec asks: pods for
 # its replicas through a rollout's surge (100 %), their requests (a container that names none gets
 # LimitRange's), its one TenantControlPlane and its two NodePorts, and no load balancer.
+TCP_COUNT = f"count/tenantcontrolplanes.{TCP_GROUP}"
 CONTROL_PLANE_QUOTA = {
     "pods": str(2 * MAX_CONTROL_PLANE_REPLICAS + 2),
     "requests.cpu": "4",
     "requests.memory": "8Gi",
-    "count/tenantcontrolplanes.kamaji.clastix.io": "1",
+    TCP_COUNT: "1",
     "services.nodeports": "2",
     "services.loadbalancers": "0",
 }
@@ -151,9 +152,16 @@ class TeamAccess(pulumi.ComponentResource):
         role = k8s.rbac.v1.Role(
             f"{name}-role", metadata={"name": TEAM_ACCOUNT, "namespace": ns}, rules=control_plane_rules(team), opts=on
         )
+        # Until the quota controller has counted what the namespace holds, the API server refuses
+        # every object the quota names ("status unknown for quota"); it counts a custom resource
+        # only once its discovery has found it (about 30 s): the team's access waits for that.
         quota = k8s.core.v1.ResourceQuota(
             f"{name}-quota",
-            metadata={"name": TEAM_ACCOUNT, "namespace": ns},
+            metadata={
+                "name": TEAM_ACCOUNT,
+                "namespace": ns,
+                "annotations": {"pulumi.com/waitFor": f"jsonpath={{.status.used['{TCP_COUNT}']}}"},
+            },
             spec={"hard": CONTROL_PLANE_QUOTA},
             opts=on,
         )

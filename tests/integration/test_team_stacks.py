@@ -21,9 +21,12 @@ import yaml
 from kubernetes import client
 
 from components.config.load import load_tenants
+from components.config.names import TEAM_ACCOUNT, team_datastore_schema
 from components.ops.kube import api_client, cluster_ca, token_kubeconfig
 from components.ops.team_token import token_seconds_left
-from components.tenant.control_plane import control_plane_spec, datastore_schema
+from components.ops.waiting import wait_until
+from components.platform.team_access import CONTAINER_LIMITS, CONTROL_PLANE_QUOTA
+from components.tenant.control_plane import control_plane_spec
 from tests.support.cluster import start_cluster
 from tests.support.tools import require
 
@@ -34,6 +37,8 @@ CLUSTER = {"name": "gpu-platform", "subnet": "172.31.0.0/24", "managementIp": "1
 TEAMS = [
     {"name": "team-a", "apiPort": 31443, "konnectivityPort": 31132},
     {"name": "team-b", "apiPort": 31444, "konnectivityPort": 31133},
+    # its schema, named the old way, was a suffix of team-a's
+    {"name": "a", "apiPort": 31445, "konnectivityPort": 31134},
 ]
 pytestmark = pytest.mark.integration
 
@@ -56,7 +61,15 @@ def cluster(tools):
     if not CRDS.exists():
         pytest.skip(f"Kamaji's CRD schema is not beside the repo ({CRDS.relative_to(ROOT.parent)})")
     c = start_cluster(tools)
-    c.start_controller_manager(["namespace", "garbagecollector"])
+    c.start_controller_manager(
+        [
+            "namespace",
+            "garbagecollector",
+            "serviceaccount",
+            "resourcequota",
+            "validatingadmissionpolicy-status-controller",
+        ]
+    )
     client.ApiextensionsV1Api(c.api_client()).create_custom_resource_definition(yaml.safe_load(CRDS.read_text()))
     yield c
     c.stop()
@@ -97,7 +110,7 @@ def stacks(pulumi_cli, cluster, tmp_path):
         return work
 
     yield team, dirs
-    for stack in ("team-a", "team-b", "team-x"):
+    for stack in ("team-a", "team-b", "team-x", "a"):
         pulumi_cli("destroy", "--yes", "--stack", stack, cwd=dirs["team_link"], check=False)
     pulumi_cli("destroy", "--yes", cwd=p, check=False)
 
@@ -184,48 +197,210 @@ def test_teams_on_their_own_tokens(pulumi_cli, cluster, stacks):
 
 
 def test_a_teams_control_plane_is_held_to_its_own_keys_and_ports(pulumi_cli, cluster, stacks):
-    team, _ = stacks
+    """Issue items 1 and 2 on the real API server, with Kamaji's CRD and the team's own token:
+    the program's spec passes, anything of the shared cluster's a team could choose is refused
+    naming its field, the neighbour `a`'s suffix reaches none of team-a's keys, and the quota holds
+    one control plane per team."""
+    team, dirs = stacks
     work = team("team-a", tenant("team-a", 31443, 31132), grant="team-a")
-    token = token_of(pulumi_cli, work, "team-a")
-    custom = client.CustomObjectsApi(
-        api_client(token_kubeconfig(f"https://127.0.0.1:{cluster.port}", cluster_ca(cluster.kubeconfig_text), token))
-    )
-    (t,) = load_tenants("gpu-tenancy", [tenant("team-a", 31443, 31132)], CLUSTER)
-    spec = control_plane_spec(t, "172.31.0.2", "default", datastore_schema("gpu-tenancy", "team-a", "team-a"))
+    team("a", tenant("a", 31445, 31134), grant="a")
 
-    def create(change: dict | None = None, namespace: str = "tenant-team-a") -> str:
-        body = {
+    def custom_of(stack: str) -> client.CustomObjectsApi:
+        token = token_of(pulumi_cli, work, stack)
+        kubeconfig = token_kubeconfig(f"https://127.0.0.1:{cluster.port}", cluster_ca(cluster.kubeconfig_text), token)
+        return client.CustomObjectsApi(api_client(kubeconfig))
+
+    as_team_a, as_a = custom_of("team-a"), custom_of("a")
+    (t,) = load_tenants("gpu-tenancy", [tenant("team-a", 31443, 31132)], CLUSTER)
+    spec = control_plane_spec(t, "172.31.0.2", "default", team_datastore_schema("gpu-tenancy", "team-a"))
+
+    def body(change: dict | None = None, name: str = "team-a") -> dict:
+        made = {
             "apiVersion": "kamaji.clastix.io/v1alpha1",
             "kind": "TenantControlPlane",
-            "metadata": {"name": "team-a"},
+            "metadata": {"name": name},
             "spec": json.loads(json.dumps(spec)),
         }
         for path, value in (change or {}).items():
-            node = body["spec"]
+            node = made["spec"]
             *parents, leaf = path.split(".")
             for key in parents:
                 node = node.setdefault(key, {})
             node[leaf] = value
+        return made
+
+    def create(
+        change: dict | None = None, namespace: str = "tenant-team-a", who=None, name: str = "team-a", dry: bool = True
+    ) -> str:
         try:
-            custom.create_namespaced_custom_object(
-                "kamaji.clastix.io", "v1alpha1", namespace, "tenantcontrolplanes", body, dry_run="All"
+            (who or as_team_a).create_namespaced_custom_object(
+                "kamaji.clastix.io",
+                "v1alpha1",
+                namespace,
+                "tenantcontrolplanes",
+                body(change, name),
+                **({"dry_run": "All"} if dry else {}),
             )
             return ""
         except client.ApiException as exc:
             return f"{exc.status} {exc.body}"
 
+    # the policy type-checks against the CRD's schema: no expression the API server cannot run
+    admission = client.AdmissionregistrationV1Api(cluster.api_client())
+    policy = wait_until(
+        lambda: (
+            (p := admission.read_validating_admission_policy("gpu-tenancy-team-team-a")).status
+            and p.status.type_checking
+            and p
+        ),
+        timeout=60,
+        what="the API server's type check of team-a's control-plane policy",
+    )
+    assert not policy.status.type_checking.expression_warnings, policy.status.type_checking.expression_warnings
+
     assert create() == ""  # the program's own spec
-    b_schema = datastore_schema("gpu-tenancy", "team-b", "team-b")
-    refused = {
-        "another team's keys": {"dataStoreSchema": b_schema, "dataStoreUsername": b_schema},
-        "another datastore": {"dataStore": "other"},
-        "another team's port": {"networkProfile.port": 31444},
-        "another konnectivity port": {"addons.konnectivity.server.port": 31133},
-        "a host path": {"controlPlane.deployment.additionalVolumes": [{"name": "h", "hostPath": {"path": "/"}}]},
-        "extra arguments": {"controlPlane.deployment.extraArgs": {"apiServer": ["--etcd-prefix=/x"]}},
-        "a service account": {"controlPlane.deployment.serviceAccountName": "kamaji"},
+    allowed = {
+        "three replicas": {"controlPlane.deployment.replicas": 3},
+        "its API server's resources": {
+            "controlPlane.deployment.resources": {"apiServer": {"requests": {"cpu": "200m"}}}
+        },
+        "its own CoreDNS image": {"addons.coreDNS": {"imageRepository": "registry.example/coredns", "imageTag": "v1"}},
+        "its own agent's arguments": {"addons.konnectivity.agent": {"mode": "DaemonSet", "extraArgs": ["--v=4"]}},
+        "the CRD's own default registry": {"controlPlane.deployment.registrySettings": {"registry": "registry.k8s.io"}},
+        "its own API server read-only": {"writePermissions": {"blockCreation": True}},
+        "its own admission plugins": {"kubernetes.admissionControllers": ["NodeRestriction", "ResourceQuota"]},
     }
-    for case, change in refused.items():
+    for case, change in allowed.items():
+        assert create(change) == "", case
+    a_schema = team_datastore_schema("gpu-tenancy", "a")
+    privileged = {"privileged": True}
+    refused = {
+        # (change, the field the refusal names)
+        "another team's keys": ({"dataStoreSchema": b_schema(), "dataStoreUsername": b_schema()}, "dataStoreSchema"),
+        "team a's keys": ({"dataStoreSchema": a_schema, "dataStoreUsername": a_schema}, "dataStoreSchema"),
+        "its keys under another user": ({"dataStoreUsername": b_schema()}, "dataStoreUsername"),
+        "another datastore": ({"dataStore": "other"}, "spec.dataStore"),
+        "some resources in another datastore": (
+            {"dataStoreOverrides": [{"resource": "/events", "dataStore": "other"}]},
+            "spec.dataStoreOverrides",
+        ),
+        "another team's port": ({"networkProfile.port": 31444}, "spec.networkProfile.port"),
+        "another konnectivity port": ({"addons.konnectivity.server.port": 31133}, "konnectivity.server.port"),
+        "a load balancer": ({"controlPlane.service.serviceType": "LoadBalancer"}, "serviceType"),
+        "fifty replicas": ({"controlPlane.deployment.replicas": 50}, "spec.controlPlane.deployment.replicas"),
+        "a foreign registry": (
+            {"controlPlane.deployment.registrySettings": {"registry": "evil.example"}},
+            "registrySettings.registry",
+        ),
+        "a foreign API server image": (
+            {"controlPlane.deployment.registrySettings": {"apiServerImage": "miner"}},
+            "registrySettings.apiServerImage",
+        ),
+        "a privileged API server": (
+            {"controlPlane.deployment.containerSecurityContexts": {"apiServer": privileged}},
+            "containerSecurityContexts",
+        ),
+        "a privileged konnectivity server": (
+            {"addons.konnectivity.server.securityContext": privileged},
+            "konnectivity.server.securityContext",
+        ),
+        "a konnectivity server image": (
+            {"addons.konnectivity.server.image": "evil.example/proxy"},
+            "konnectivity.server.image",
+        ),
+        "konnectivity server arguments": (
+            {"addons.konnectivity.server.extraArgs": ["--v=10"]},
+            "konnectivity.server.extraArgs",
+        ),
+        "a host path": (
+            {"controlPlane.deployment.additionalVolumes": [{"name": "h", "hostPath": {"path": "/"}}]},
+            "additionalVolumes",
+        ),
+        "a sidecar": (
+            {"controlPlane.deployment.additionalContainers": [{"name": "x", "image": "evil.example/x"}]},
+            "additionalContainers",
+        ),
+        "extra arguments": ({"controlPlane.deployment.extraArgs": {"apiServer": ["--etcd-prefix=/x"]}}, "extraArgs"),
+        "a service account": ({"controlPlane.deployment.serviceAccountName": "kamaji"}, "serviceAccountName"),
+        "a node of its choice": ({"controlPlane.deployment.nodeSelector": {"node-role": "cp"}}, "nodeSelector"),
+        "a runtime class": ({"controlPlane.deployment.runtimeClassName": "unconfined"}, "runtimeClassName"),
+        "pod labels another service selects": (
+            {"controlPlane.deployment.podAdditionalMetadata": {"labels": {"app": "kamaji"}}},
+            "podAdditionalMetadata",
+        ),
+        "an ingress hostname": ({"controlPlane.ingress": {"hostname": "team-b.example"}}, "spec.controlPlane.ingress"),
+        "an external IP": ({"networkProfile.allowAddressAsExternalIP": True}, "allowAddressAsExternalIP"),
+        "an extra service port": (
+            {"controlPlane.service.additionalPorts": [{"name": "x", "port": 8080, "targetPort": 8080}]},
+            "additionalPorts",
+        ),
+    }
+    for case, (change, field) in refused.items():
         said = create(change)
         assert said.startswith(("403", "422")) and "team team-a's control plane" in said, f"{case}: {said}"
+        assert field in said, f"{case}: the refusal does not name {field}: {said}"
+    # team `a` (its schema a suffix of team-a's) holds its own keys and none of team-a's
+    a_spec = {"dataStoreSchema": a_schema, "dataStoreUsername": a_schema, "networkProfile.port": 31445}
+    a_spec["addons.konnectivity.server.port"] = 31134
+    assert create(a_spec, namespace="tenant-a", who=as_a, name="a") == ""
+    t_a = {**a_spec, "dataStoreSchema": spec["dataStoreSchema"], "dataStoreUsername": spec["dataStoreUsername"]}
+    said = create(t_a, namespace="tenant-a", who=as_a, name="a")
+    assert said.startswith(("403", "422")) and "team a's control plane" in said and "dataStoreSchema" in said, said
     assert create(namespace="tenant-team-b").startswith("403")  # and none in another team's namespace
+    # one control plane per team: the quota refuses a second
+    assert create(dry=False) == ""
+    wait_until(
+        lambda: (
+            (q := cluster.core().read_namespaced_resource_quota(TEAM_ACCOUNT, "tenant-team-a")).status.used
+            and q.status.used.get("count/tenantcontrolplanes.kamaji.clastix.io") == "1"
+        ),
+        timeout=60,
+        what="the quota controller to count team-a's control plane",
+    )
+    said = create(name="team-a-second")
+    assert said.startswith("403") and "exceeded quota" in said and "tenantcontrolplanes" in said, said
+
+
+def test_a_teams_namespace_bounds_its_control_plane_pods(cluster, stacks):
+    """The quota and LimitRange the platform puts in each team's namespace, as Kamaji's pods meet
+    them (created here as the admin, as Kamaji's controller would): a container without requests
+    gets LimitRange's, one over its memory cap is refused, and pods beyond the quota are refused."""
+    stacks[0]("team-a", tenant("team-a", 31443, 31132))
+    core = cluster.core()
+
+    def pod(name: str, memory_limit: str | None = None) -> dict:
+        resources = {"limits": {"memory": memory_limit}} if memory_limit else {}
+        return {
+            "metadata": {"name": name},
+            "spec": {"containers": [{"name": "kube-apiserver", "image": "x", "resources": resources}]},
+        }
+
+    made = core.create_namespaced_pod("tenant-team-a", pod("cp-0"), dry_run="All")
+    requests = made.spec.containers[0].resources.requests
+    assert requests == {
+        "cpu": CONTAINER_LIMITS["defaultRequest"]["cpu"],
+        "memory": CONTAINER_LIMITS["defaultRequest"]["memory"],
+    }
+    assert status(core.create_namespaced_pod, "tenant-team-a", pod("big", "64Gi"), dry_run="All") == 403
+    wait_until(
+        lambda: core.read_namespaced_resource_quota(TEAM_ACCOUNT, "tenant-team-a").status.hard,
+        timeout=60,
+        what="the quota controller to take up team-a's quota",
+    )
+    limit = int(CONTROL_PLANE_QUOTA["pods"])
+    for i in range(limit):
+        core.create_namespaced_pod("tenant-team-a", pod(f"cp-{i}"))
+    wait_until(
+        lambda: (
+            core.read_namespaced_resource_quota(TEAM_ACCOUNT, "tenant-team-a").status.used.get("pods") == str(limit)
+        ),
+        timeout=60,
+        what="the quota controller to count team-a's pods",
+    )
+    assert status(core.create_namespaced_pod, "tenant-team-a", pod("one-more"), dry_run="All") == 403
+    for i in range(limit):
+        core.delete_namespaced_pod(f"cp-{i}", "tenant-team-a", grace_period_seconds=0)
+
+
+def b_schema() -> str:
+    return team_datastore_schema("gpu-tenancy", "team-b")
