@@ -147,3 +147,57 @@ def test_up_refresh_gets_past_a_down_webhook_and_repairs_once_it_is_back(pulumi_
     finally:
         _Mutator.down = False
         pulumi_cli("destroy", "--yes", cwd=work, check=False)
+
+
+def account_kubeconfig(cluster, name: str) -> tuple[str, str]:
+    """A cluster-admin ServiceAccount's kubeconfig and its bound token (revoked with the account)."""
+    from components.ops.kube import cluster_ca, token_kubeconfig
+
+    core = cluster.core()
+    core.create_namespaced_service_account("default", {"metadata": {"name": name}})
+    client.RbacAuthorizationV1Api(cluster.api_client()).create_cluster_role_binding(
+        {
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "default"}],
+        }
+    )
+    request = {"spec": {"expirationSeconds": 3600}}
+    token = core.create_namespaced_service_account_token(name, "default", request).status.token
+    return token_kubeconfig(f"https://{cluster.endpoint}", cluster_ca(cluster.kubeconfig_text), token), token
+
+
+def test_a_rotated_credential_alone_probes_nothing_and_a_lapsed_one_passes_refresh_and_destroy(
+    pulumi_cli, cluster, stand_in_webhook
+):
+    """Through the engine: a renewed credential is stored by an update that does not probe again
+    (the webhook is down by then: a probe would fail); once every credential lapsed (401), a
+    refresh finds nothing to change and a destroy passes (the probe holds nothing in the tenant)."""
+    from components.ops.kube import core_api
+
+    old, old_token = account_kubeconfig(cluster, "rotate-old")
+    new, new_token = account_kubeconfig(cluster, "rotate-new")
+    work = pulumi_cli.new_stack(PROGRAM, cluster.workdir / "webhook-rotate", old)
+    pulumi_cli("config", "set", "timeoutSeconds", str(UPDATE_TIMEOUT), cwd=work)
+    try:
+        pulumi_cli("up", "--yes", "--skip-preview", cwd=work)
+        _Mutator.down = True
+        pulumi_cli("config", "set", "--secret", "kubeconfig", new, cwd=work)
+        up = pulumi_cli("up", "--yes", "--skip-preview", cwd=work)
+        assert "1 updated" in up.stdout, up.stdout
+        state = pulumi_cli("stack", "export", "--show-secrets", cwd=work).stdout
+        assert new_token in state and old_token not in state, "the state keeps the old credential"
+
+        for name in ("rotate-old", "rotate-new"):
+            cluster.core().delete_namespaced_service_account(name, "default")
+        with pytest.raises(client.ApiException) as lapsed:
+            core_api(new).list_namespace()
+        assert lapsed.value.status == 401
+        pulumi_cli("preview", "--refresh", "--expect-no-changes", cwd=work)
+        pulumi_cli("destroy", "--yes", "--skip-preview", cwd=work)
+    finally:
+        _Mutator.down = False
+        pulumi_cli("destroy", "--yes", cwd=work, check=False)
+        rbac = client.RbacAuthorizationV1Api(cluster.api_client())
+        for name in ("rotate-old", "rotate-new"):
+            rbac.delete_cluster_role_binding(name)
