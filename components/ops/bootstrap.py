@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from components.config.model import KUBEADM_DISCOVERY_SECONDS
 from components.ops.bound_token import seconds_left
-from components.ops.kube import get_json, get_json_or_none, http_status
+from components.ops.kube import cluster_ca, get_json, get_json_or_none, http_status
 from components.ops.waiting import TimedOut, wait_until
 
 BOOTSTRAP_GROUP = "system:bootstrappers:kubeadm:default-node-token"
@@ -71,8 +71,8 @@ def ca_cert_hash(ca_pem: bytes) -> str:
 
 
 def kubeconfig_ca_hash(kubeconfig: str) -> str:
-    doc = yaml.safe_load(kubeconfig)
-    return ca_cert_hash(base64.b64decode(doc["clusters"][0]["cluster"]["certificate-authority-data"]))
+    """The CA pin of the cluster the kubeconfig's current context names (what workers join)."""
+    return ca_cert_hash(base64.b64decode(cluster_ca(kubeconfig)))
 
 
 def create_token(core: Any, tid: str, ttl_seconds: int, description: str) -> tuple[str, str]:

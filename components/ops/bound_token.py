@@ -30,9 +30,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from components.ops.kube import cluster_ca, cluster_server, core_api, token_kubeconfig
+from components.ops.kube import KubeconfigError, core_api, current_context, token_kubeconfig
 
 log = logging.getLogger("gpu-tenancy.bound-token")
 
@@ -76,6 +74,12 @@ def expires(token: str) -> float:
     return float(claims(token)["exp"])
 
 
+def issued_at(token: str) -> float:
+    """When a token was issued (`iat`, else `nbf`; 0 when it says neither)."""
+    c = claims(token)
+    return float(c.get("iat", c.get("nbf", 0)))
+
+
 def account_of(token: str) -> tuple[str, str]:
     """(namespace, name) of the ServiceAccount a bound token was issued to."""
     sub = str(claims(token).get("sub", ""))
@@ -86,8 +90,7 @@ def account_of(token: str) -> tuple[str, str]:
 
 
 def renew_due(token: str, now: float) -> bool:
-    c = claims(token)
-    issued, exp = float(c.get("iat", c.get("nbf", 0))), float(c["exp"])
+    issued, exp = issued_at(token), expires(token)
     return now >= issued + RENEW_AT * (exp - issued)
 
 
@@ -115,45 +118,84 @@ def _write_private(path: Path, text: str) -> None:
 
 @dataclass
 class TokenKeeper:
-    """Keeps one ServiceAccount's token valid in `path`, starting from `kubeconfig`'s token."""
+    """Keeps one ServiceAccount's token valid in `path`, starting from `kubeconfig`'s token (its
+    current context's user).
+
+    It serves the newest token it holds and judges renewal on that one alone: the stack's token may
+    outlive every renewal (7 days against CONTROLLER_SECONDS), and judging the token that expires
+    last would find it due at every check once it passed RENEW_AT, asking for a token each time.
+    """
 
     kubeconfig: str
     path: Path
     seconds: int = CONTROLLER_SECONDS
     clock: Callable[[], float] = time.time
+    # Makes the client a renewal is asked with (from a token kubeconfig); a fake in tests.
+    connect: Callable[[str], Any] = core_api
 
     def __post_init__(self) -> None:
-        doc = yaml.safe_load(self.kubeconfig)
-        self.initial = str(doc["users"][0]["user"]["token"])
-        self.server, self.ca = cluster_server(self.kubeconfig), cluster_ca(self.kubeconfig)
+        current = current_context(self.kubeconfig)
+        token = current.user.get("token")
+        if not isinstance(token, str) or not token:
+            raise KubeconfigError(
+                f"kubeconfig user {current.user_name!r} (context {current.name!r}) has no token: "
+                "the keeper renews a ServiceAccount's bound token"
+            )
+        self.initial = token
+        self.server, self.ca = current.cluster_field("server"), current.cluster_field("certificate-authority-data")
         self.namespace, self.account = account_of(self.initial)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the held tokens
+        self._renewing = threading.Lock()  # one renewal at a time; readers never wait for it
+        self._held = [self.initial, *self._kept()]
+        self._written: str | None = None
+
+    def _kept(self) -> list[str]:
+        """The token a previous run left in the file, if it is a token of the same account."""
+        try:
+            token = self.path.read_text().strip()
+            if token and account_of(token) == (self.namespace, self.account):
+                return [token]
+            if token:
+                log.warning("ignoring the token file %s: a token of %s/%s", self.path, *account_of(token))
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring the token file %s: %s", self.path, exc)
+        return []
 
     def current(self) -> str:
-        """The valid token that expires last (the file's, after a renewal; else the stack's)."""
+        """The token served: the valid token issued last (a renewal once there is one, else the
+        stack's; after a `pulumi up` issued a newer one, that one)."""
         now = self.clock()
-        held = [self.initial]
-        if self.path.exists():
-            held.append(self.path.read_text().strip())
-        valid = [t for t in held if t and expires(t) > now]
-        if not valid:
-            raise TokenExpiredError(
-                f"every token of {self.namespace}/{self.account} has expired: run `pulumi up` to issue a new one"
-            )
-        return max(valid, key=expires)
+        with self._lock:
+            self._held = [t for t in self._held if expires(t) > now]
+            if not self._held:
+                raise TokenExpiredError(
+                    f"every token of {self.namespace}/{self.account} has expired: run `pulumi up` to issue a new one"
+                )
+            return max(self._held, key=lambda t: (issued_at(t), expires(t)))
 
     def renew_if_due(self) -> bool:
-        """Write a fresh token when the current one is past RENEW_AT of its life; True if renewed."""
-        with self._lock:
+        """Keep the file holding the served token, and renew that token once it is past RENEW_AT
+        of its life; True if the file was written."""
+        with self._renewing:
             token = self.current()
-            if self.path.exists() and self.path.read_text().strip() == token and not renew_due(token, self.clock()):
-                return False
+            wrote = self._serve(token)  # first, so a failed renewal still leaves a valid token there
             if renew_due(token, self.clock()):
-                core = core_api(token_kubeconfig(self.server, self.ca, token))
+                core = self.connect(token_kubeconfig(self.server, self.ca, token))
                 token, expiry = request_token(core, self.namespace, self.account, self.seconds)
+                with self._lock:
+                    self._held.append(token)
                 log.info("renewed the token of %s/%s, valid until %s", self.namespace, self.account, expiry)
-            _write_private(self.path, token + "\n")
-            return True
+                wrote = self._serve(token)
+            return wrote
+
+    def _serve(self, token: str) -> bool:
+        if token == self._written:
+            return False
+        _write_private(self.path, token + "\n")
+        self._written = token
+        return True
 
     def run(self, stop: threading.Event, interval: float = 60.0) -> None:
         """Renew until `stop` is set; a failed renewal is retried at the next interval."""
@@ -179,7 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=60.0, help="seconds between checks")
     args = parser.parse_args(argv)
     logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
-    keeper = TokenKeeper(Path(args.kubeconfig).read_text(), args.token_file, args.seconds)
+    try:
+        keeper = TokenKeeper(Path(args.kubeconfig).read_text(), args.token_file, args.seconds)
+    except (OSError, ValueError) as exc:  # no such file, no usable context, no ServiceAccount token
+        log.error("%s: %s", args.kubeconfig, exc)
+        return 2
     stop = threading.Event()
     try:
         keeper.run(stop, args.interval)

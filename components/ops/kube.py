@@ -15,6 +15,7 @@ import json
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -63,9 +64,8 @@ def api_client(
     from kubernetes import client as k8s_client
     from kubernetes.config import kube_config
 
+    current_context(kubeconfig)  # one plain error for a kubeconfig with no usable current context
     doc = yaml.safe_load(kubeconfig)
-    if not isinstance(doc, dict):
-        raise ValueError("kubeconfig is not a YAML mapping")
     # The library writes inline key material through this one function; send it to memory.
     with _load_lock:
         original = kube_config._create_temp_file_with_content
@@ -102,14 +102,84 @@ def apps_api_of(core: Any) -> Any:
     return client.AppsV1Api(core.api_client)
 
 
-def token_kubeconfig(server: str, ca_data: str, token: str, name: str = "gpu-tenancy") -> str:
-    """A kubeconfig for a bearer token (a ServiceAccount's), CA given base64 as in kubeconfigs."""
+class KubeconfigError(ValueError):
+    """A kubeconfig that does not say, through its current context, which cluster and user to use."""
+
+
+@dataclass(frozen=True)
+class CurrentContext:
+    """The cluster and user a kubeconfig's current-context names (their names and their entries)."""
+
+    name: str
+    cluster_name: str
+    cluster: dict[str, Any]
+    user_name: str | None
+    user: dict[str, Any]
+
+    def cluster_field(self, key: str) -> str:
+        value = self.cluster.get(key)
+        if not isinstance(value, str) or not value:
+            raise KubeconfigError(f"kubeconfig cluster {self.cluster_name!r} (context {self.name!r}) has no {key}")
+        return value
+
+
+def _named(doc: dict[str, Any], kind: str, name: object, field: str) -> dict[str, Any] | None:
+    for entry in doc.get(kind) or []:
+        if isinstance(entry, dict) and entry.get("name") == name:
+            value = entry.get(field)
+            return value if isinstance(value, dict) else {}
+    return None
+
+
+def _names(doc: dict[str, Any], kind: str) -> str:
+    names = [str(e.get("name")) for e in doc.get(kind) or [] if isinstance(e, dict)]
+    return ", ".join(names) or "none"
+
+
+def current_context(kubeconfig: str | dict[str, Any]) -> CurrentContext:
+    """The cluster and user the kubeconfig's current-context names, as kubectl and client-go pick
+    them: an adopted kubeconfig may hold several contexts, and their order means nothing. The one
+    place the program reads which cluster and user a kubeconfig means."""
+    try:
+        doc = yaml.safe_load(kubeconfig) if isinstance(kubeconfig, str) else kubeconfig
+    except yaml.YAMLError as exc:
+        raise KubeconfigError(f"kubeconfig is not YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(doc, dict):
+        raise KubeconfigError("kubeconfig is not a YAML mapping")
+    name = doc.get("current-context")
+    if not name:
+        raise KubeconfigError(f"kubeconfig has no current-context (its contexts: {_names(doc, 'contexts')})")
+    context = _named(doc, "contexts", name, "context")
+    if context is None:
+        raise KubeconfigError(
+            f"kubeconfig's current-context {name!r} is not one of its contexts ({_names(doc, 'contexts')})"
+        )
+    cluster_name = context.get("cluster")
+    if not cluster_name:
+        raise KubeconfigError(f"kubeconfig context {name!r} names no cluster")
+    cluster = _named(doc, "clusters", cluster_name, "cluster")
+    if cluster is None:
+        raise KubeconfigError(
+            f"kubeconfig context {name!r} names cluster {cluster_name!r}, which is not one of its clusters "
+            f"({_names(doc, 'clusters')})"
+        )
+    user_name = context.get("user") or None  # no user: anonymous, as client-go allows
+    user = _named(doc, "users", user_name, "user") if user_name else {}
+    if user is None:
+        raise KubeconfigError(
+            f"kubeconfig context {name!r} names user {user_name!r}, which is not one of its users "
+            f"({_names(doc, 'users')})"
+        )
+    return CurrentContext(str(name), str(cluster_name), cluster, user_name and str(user_name), user)
+
+
+def _one_context(server: str, ca_data: str, user: dict[str, Any], name: str) -> str:
     return yaml.safe_dump(
         {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority-data": ca_data}}],
-            "users": [{"name": name, "user": {"token": token}}],
+            "users": [{"name": name, "user": user}],
             "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
             "current-context": name,
         },
@@ -117,24 +187,25 @@ def token_kubeconfig(server: str, ca_data: str, token: str, name: str = "gpu-ten
     )
 
 
+def token_kubeconfig(server: str, ca_data: str, token: str, name: str = "gpu-tenancy") -> str:
+    """A kubeconfig for a bearer token (a ServiceAccount's), CA given base64 as in kubeconfigs."""
+    return _one_context(server, ca_data, {"token": token}, name)
+
+
 def token_file_kubeconfig(server: str, ca_data: str, path: str, name: str = "gpu-tenancy") -> str:
     """A kubeconfig whose token is read from `path` (client-go re-reads it every minute), for a
     client whose token a keeper renews (components.ops.bound_token)."""
-    doc = yaml.safe_load(token_kubeconfig(server, ca_data, "", name))
-    doc["users"][0]["user"] = {"tokenFile": path}
-    return yaml.safe_dump(doc, sort_keys=False)
+    return _one_context(server, ca_data, {"tokenFile": path}, name)
 
 
 def cluster_ca(kubeconfig: str) -> str:
-    """The base64 CA of the kubeconfig's first cluster."""
-    doc = yaml.safe_load(kubeconfig)
-    return doc["clusters"][0]["cluster"]["certificate-authority-data"]
+    """The base64 CA of the current context's cluster."""
+    return current_context(kubeconfig).cluster_field("certificate-authority-data")
 
 
 def cluster_server(kubeconfig: str) -> str:
-    """The server URL of the kubeconfig's first cluster."""
-    doc = yaml.safe_load(kubeconfig)
-    return doc["clusters"][0]["cluster"]["server"]
+    """The server URL of the current context's cluster."""
+    return current_context(kubeconfig).cluster_field("server")
 
 
 def rewrite_server(kubeconfig: str, server: str) -> str:
@@ -157,23 +228,13 @@ def endpoint_kubeconfig(kubeconfig: str, server: str) -> str:
     A provider given `cluster=server` then says at preview, before the kubeconfig is known,
     which API server it reaches: the policy pack attributes objects by it.
     """
-    doc = yaml.safe_load(kubeconfig)
-    if not isinstance(doc, dict):
-        raise ValueError("kubeconfig is not a YAML mapping")
-    ctx_name = doc.get("current-context")
-    ctx = next((c["context"] for c in doc.get("contexts") or [] if c.get("name") == ctx_name), None)
-    if ctx is None:
-        raise ValueError(f"kubeconfig has no context {ctx_name!r}")
-    cluster = next((c["cluster"] for c in doc.get("clusters") or [] if c.get("name") == ctx["cluster"]), None)
-    user = next((u["user"] for u in doc.get("users") or [] if u.get("name") == ctx.get("user")), None)
-    if cluster is None or user is None:
-        raise ValueError(f"kubeconfig context {ctx_name!r} names no cluster or user it holds")
+    current = current_context(kubeconfig)
     return yaml.safe_dump(
         {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": server, "cluster": {**cluster, "server": server}}],
-            "users": [{"name": server, "user": user}],
+            "clusters": [{"name": server, "cluster": {**current.cluster, "server": server}}],
+            "users": [{"name": server, "user": current.user}],
             "contexts": [{"name": server, "context": {"cluster": server, "user": server}}],
             "current-context": server,
         },
