@@ -11,7 +11,7 @@ is judged once, here:
   NodePorts, NodePort service, a replica cap);
 - REFUSED: anything else (an image, an argument, a volume, a security context, a node placement or
   a service exposure of the team's choice in the shared cluster): absent, or at the value the
-  CRD's defaulting writes.
+  CRD's defaulting writes. An object Kamaji's webhook writes empty is judged key by key.
 
 The CRD prunes unknown fields, so a spec holds only the fields judged here; a test walks Kamaji's
 schema and fails on any field not judged (a Kamaji upgrade's new fields are judged before use).
@@ -66,6 +66,13 @@ def refused(why: str, default: Any = ABSENT) -> Judgment:
 
 Tree = Mapping[str, "Judgment | Tree"]
 
+
+def _metadata(why: str) -> Tree:
+    """An `additionalMetadata` object: Kamaji's webhook writes it empty (`{}`, a Go struct without
+    omitempty), so its keys are what is refused, not the object."""
+    return {"labels": refused(why), "annotations": refused(why)}
+
+
 _IMAGE = "an image of the team's choice in the shared cluster"
 _PLACEMENT = "placement on the shared cluster's nodes is the platform's"
 _EXPOSURE = "what the shared cluster exposes is the platform's"
@@ -99,8 +106,9 @@ SPEC: Tree = {
             "additionalInitContainers": refused("containers of the team's choice in the shared cluster"),
             "additionalVolumes": refused("volumes (host paths, other Secrets) in the shared cluster"),
             "additionalVolumeMounts": refused("volumes (host paths, other Secrets) in the shared cluster"),
-            "additionalMetadata": refused("labels and annotations the shared cluster's controllers act on"),
-            "podAdditionalMetadata": refused("pod labels that other Services select in the shared cluster"),
+            # Kamaji writes these two as empty objects: judged key by key.
+            "additionalMetadata": _metadata("labels and annotations the shared cluster's controllers act on"),
+            "podAdditionalMetadata": _metadata("pod labels that other Services select in the shared cluster"),
             "affinity": refused(_PLACEMENT),
             "nodeSelector": refused(_PLACEMENT),
             "tolerations": refused(_PLACEMENT),
@@ -121,7 +129,7 @@ SPEC: Tree = {
         },
         "service": {
             "serviceType": held("a NodePort service on the team's reserved ports"),
-            "additionalMetadata": refused(_EXPOSURE),
+            "additionalMetadata": _metadata(_EXPOSURE),
             "additionalPorts": refused(_EXPOSURE),
             "allocateLoadBalancerNodePorts": refused(_EXPOSURE),
         },

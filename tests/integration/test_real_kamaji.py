@@ -12,15 +12,31 @@ control-plane pod (no kubelet), hence a TCP that reports Ready."""
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 import yaml
 from kubernetes import client
 
-from components.config.load import load_stack_file
-from components.config.names import admin_kubeconfig_secret, datastore_schema, tenant_namespace
+from components.config.load import load_stack_file, load_tenants
+from components.config.model import TeamSlot
+from components.config.names import (
+    TEAM_ACCOUNT,
+    admin_kubeconfig_secret,
+    datastore_schema,
+    team_datastore_schema,
+    tenant_namespace,
+)
 from components.config.tenant_version import create_refusal, step_refusal
+from components.ops.kube import api_client, cluster_ca, token_kubeconfig
 from components.ops.waiting import TimedOut, wait_until
+from components.platform.team_access import (
+    CONTAINER_LIMITS,
+    CONTROL_PLANE_QUOTA,
+    TCP_COUNT,
+    control_plane_policy,
+    control_plane_rules,
+)
 from components.tenant.control_plane import control_plane_metadata, control_plane_spec
 from tests.support.cluster import start_cluster
 from tests.support.real_kamaji import DATASTORE, GROUP, SKIP_REASON, VERSION, RealKamaji, binary
@@ -30,6 +46,7 @@ pytestmark = pytest.mark.integration
 CONFIG = load_stack_file(ROOT / "Pulumi.dev.yaml")
 PROJECT, STACK = "gpu-tenancy", "dev"
 ADDRESS = CONFIG.cluster.management_ip
+CLUSTER_CONFIG = {"name": CONFIG.cluster.name, "subnet": str(CONFIG.cluster.subnet), "managementIp": str(ADDRESS)}
 # Kamaji's Secrets for a TCP (reference/kamaji.md section 6), certificates and kubeconfigs.
 SECRETS = (
     "ca",
@@ -54,7 +71,10 @@ def kamaji(tools):
         pytest.skip(SKIP_REASON)
     require(tools, "kube-apiserver", "etcd", "openssl", "kube-controller-manager")
     cluster = start_cluster(tools)
-    cluster.start_controller_manager(["garbagecollector", "namespace"])
+    # Deployments make pods (no scheduler: they stay Pending) under a team's quota and limits.
+    cluster.start_controller_manager(
+        ["garbagecollector", "namespace", "serviceaccount", "resourcequota", "deployment", "replicaset"]
+    )
     try:
         k = RealKamaji(cluster, path).start()
         for t in CONFIG.tenants:  # as the platform makes them, before any TCP
@@ -278,3 +298,100 @@ def _setup(api: client.CustomObjectsApi, ns: str, name: str):
     tcp = api.get_namespaced_custom_object(GROUP, VERSION, ns, "tenantcontrolplanes", name)
     setup = ((tcp.get("status") or {}).get("storage") or {}).get("setup") or {}
     return tcp if setup.get("schema") else None
+
+
+TEAM = {"name": "team-x", "apiPort": 31445, "konnectivityPort": 31134}
+
+
+def test_a_teams_control_plane_passes_its_policy_through_kamajis_webhooks(kamaji):
+    """A team's TenantControlPlane under what the platform makes for the team (TeamAccess's
+    policy, quota, limits and Role, applied here as TeamAccess would), created with the team's own
+    token: Kamaji's defaults do not trip the allow-list, Kamaji reconciles it (its own updates are
+    not the team's to be judged), a refused field is still refused after Kamaji's mutation, the
+    Deployment's pods are admitted under the quota with LimitRange's requests, and the team's
+    delete completes Kamaji's finalizers."""
+    cluster, _ = kamaji
+    core, apps, api = cluster.core(), client.AppsV1Api(cluster.api_client()), custom(cluster)
+    slot = TeamSlot(name=TEAM["name"], api_port=TEAM["apiPort"], konnectivity_port=TEAM["konnectivityPort"])
+    ns = tenant_namespace(slot.name)
+    core.create_namespace({"metadata": {"name": ns}})
+    core.create_namespaced_service_account(ns, {"metadata": {"name": TEAM_ACCOUNT}})
+    rbac = client.RbacAuthorizationV1Api(cluster.api_client())
+    rbac.create_namespaced_role(ns, {"metadata": {"name": TEAM_ACCOUNT}, "rules": control_plane_rules(slot.name)})
+    rbac.create_namespaced_role_binding(
+        ns,
+        {
+            "metadata": {"name": TEAM_ACCOUNT},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": TEAM_ACCOUNT},
+            "subjects": [{"kind": "ServiceAccount", "name": TEAM_ACCOUNT, "namespace": ns}],
+        },
+    )
+    core.create_namespaced_resource_quota(
+        ns, {"metadata": {"name": TEAM_ACCOUNT}, "spec": {"hard": CONTROL_PLANE_QUOTA}}
+    )
+    core.create_namespaced_limit_range(ns, {"metadata": {"name": TEAM_ACCOUNT}, "spec": {"limits": [CONTAINER_LIMITS]}})
+    admission = client.AdmissionregistrationV1Api(cluster.api_client())
+    policy = f"gpu-tenancy-team-{slot.name}"
+    admission.create_validating_admission_policy(
+        {"metadata": {"name": policy}, "spec": control_plane_policy(slot, DATASTORE, PROJECT)}
+    )
+    admission.create_validating_admission_policy_binding(
+        {
+            "metadata": {"name": policy},
+            "spec": {
+                "policyName": policy,
+                "validationActions": ["Deny"],
+                "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}},
+            },
+        }
+    )
+    settle(
+        lambda: (core.read_namespaced_resource_quota(TEAM_ACCOUNT, ns).status.used or {}).get(TCP_COUNT) == "0",
+        timeout=120,
+        what="the quota controller to count control planes",
+    )
+    token = core.create_namespaced_service_account_token(
+        TEAM_ACCOUNT, ns, {"spec": {"expirationSeconds": 3600}}
+    ).status.token
+    as_team = client.CustomObjectsApi(
+        api_client(token_kubeconfig(f"https://127.0.0.1:{cluster.port}", cluster_ca(cluster.kubeconfig_text), token))
+    )
+    (t,) = load_tenants(
+        PROJECT,
+        [
+            {
+                **TEAM,
+                "gpu": {"model": "L4", "cardsPerNode": 1},
+                "quota": {"gpus": 1, "gpumemMb": 23034, "gpucoresPercent": 100},
+            }
+        ],
+        CLUSTER_CONFIG,
+    )
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "TenantControlPlane",
+        "metadata": control_plane_metadata(t, ns),
+        "spec": control_plane_spec(t, ADDRESS, DATASTORE, team_datastore_schema(PROJECT, t.name)),
+    }
+    refused = json.loads(json.dumps(body))
+    refused["spec"]["controlPlane"]["deployment"]["registrySettings"] = {"registry": "evil.example"}
+    with pytest.raises(client.ApiException) as said:
+        as_team.create_namespaced_custom_object(GROUP, VERSION, ns, "tenantcontrolplanes", refused)
+    assert "registrySettings.registry is not allowed" in said.value.body
+    as_team.create_namespaced_custom_object(GROUP, VERSION, ns, "tenantcontrolplanes", body)
+    settle(lambda: _setup(api, ns, t.name), what="datastore setup of the team's control plane")
+    pods = settle(
+        lambda: core.list_namespaced_pod(ns).items or None, timeout=120, what="the control plane's pods (quota, limits)"
+    )
+    for container in pods[0].spec.containers:
+        assert container.resources.requests["cpu"] == CONTAINER_LIMITS["defaultRequest"]["cpu"], container.name
+    # an update by the team is judged again; its own fields pass
+    as_team.patch_namespaced_custom_object(
+        GROUP, VERSION, ns, "tenantcontrolplanes", t.name, {"spec": {"writePermissions": {"blockCreation": False}}}
+    )
+    as_team.delete_namespaced_custom_object(GROUP, VERSION, ns, "tenantcontrolplanes", t.name)
+    settle(
+        lambda: _get(api.get_namespaced_custom_object, GROUP, VERSION, ns, "tenantcontrolplanes", t.name) is None,
+        what="Kamaji's finalizers on the team's control plane",
+    )
+    settle(lambda: _get(apps.read_namespaced_deployment, t.name, ns) is None, what="the Deployment to go")
