@@ -46,6 +46,31 @@ KIND_KUBELET_PATCHES: tuple[dict[str, Any], ...] = (
 )
 
 
+# Kamaji's default admission plugins (its CRD's default for `kubernetes.admissionControllers`)
+# and NodeRestriction, which kube-apiserver does not enable by default: without it a kubelet may
+# set any label on its own Node, the mock-GPU marker included (names.MOCK_GPU_NODE_LABEL).
+ADMISSION_PLUGINS: tuple[str, ...] = (
+    "CertificateApproval",
+    "CertificateSigning",
+    "CertificateSubjectRestriction",
+    "DefaultIngressClass",
+    "DefaultStorageClass",
+    "DefaultTolerationSeconds",
+    "LimitRanger",
+    "MutatingAdmissionWebhook",
+    "NamespaceLifecycle",
+    "NodeRestriction",
+    "PersistentVolumeClaimResize",
+    "Priority",
+    "ResourceQuota",
+    "RuntimeClass",
+    "ServiceAccount",
+    "StorageObjectInUseProtection",
+    "TaintNodesByCondition",
+    "ValidatingAdmissionWebhook",
+)
+
+
 TYPE = "gpu-tenancy:index:ControlPlane"
 PREVIOUS_TYPE = "gpu-tenancy:index:Tenant"
 
@@ -85,6 +110,7 @@ def control_plane_spec(t: TenantConfig, address: str, datastore: pulumi.Input[st
         },
         "kubernetes": {
             "version": t.kubernetes_version,
+            "admissionControllers": list(ADMISSION_PLUGINS),
             "kubelet": {
                 "configurationJSONPatches": [dict(p) for p in KIND_KUBELET_PATCHES],
                 "preferredAddressTypes": ["InternalIP", "ExternalIP", "Hostname"],

@@ -55,3 +55,12 @@ def test_addons_named_explicitly_and_nodeport_in_range(specs):
     patches = {p["path"]: p for p in a["kubernetes"]["kubelet"]["configurationJSONPatches"]}
     assert patches["/cgroupDriver"] == {"op": "add", "path": "/cgroupDriver", "value": "systemd"}
     assert a["dataStoreSchema"] == a["dataStoreUsername"] == "gpu_tenancy_dev_team_a"
+
+
+def test_tenants_run_kamajis_admission_plugins_and_node_restriction(specs):
+    """Kamaji's default list (the CRD's) plus NodeRestriction: without it a kubelet could label
+    its own Node as a mock-GPU node and have its real cards' locks freed."""
+    default = spec_schema()["properties"]["kubernetes"]["properties"]["admissionControllers"]["default"]
+    for spec in specs:
+        plugins = spec["kubernetes"]["admissionControllers"]
+        assert set(plugins) == set(default) | {"NodeRestriction"} and len(plugins) == len(set(plugins))
