@@ -6,6 +6,8 @@ controller's image, components.ops.bound_token) renews the token with the token 
 it in a Docker volume both share; KWOK's kubeconfig names that file (`tokenFile`, which client-go
 re-reads every minute), so a renewal restarts nothing. Kubeconfigs reach the containers only as
 uploaded files, from Pulumi secrets. Both are restarted by Docker and removed on destroy.
+KWOK's own server (health, metrics) listens on the container's loopback only (`kwok_command`):
+the lab's network reaches every tenant's workers, and nothing outside the container calls it.
 Logs: `docker logs <lab>-<tenant>-kwok` (and `...-kwok-token-keeper`).
 """
 
@@ -20,7 +22,7 @@ import pulumi_kubernetes as k8s
 from components.config import versions
 from components.config.names import TENANT_LABEL, kwok_name, tokens_volume
 from components.ops.kube import cluster_ca, token_file_kubeconfig
-from components.ops.simulated_nodes import KWOK_RBAC_RULES, NODE_STAGES, kwok_args
+from components.ops.simulated_nodes import KWOK_PORT, KWOK_RBAC_RULES, NODE_STAGES, kwok_args
 from components.tenant.release_controller import KUBECONFIG_PATH, RUN_AS, TOKEN_DIR
 from components.tenant.service_account import scoped_kubeconfig
 
@@ -28,6 +30,14 @@ SERVICE_ACCOUNT = "gpu-tenancy-kwok"
 TOKEN_FILE = f"{TOKEN_DIR}/token"
 MOUNT = "/etc/gpu-tenancy"
 KEEPER_HEALTH = f"import os,sys; sys.exit(not os.path.getsize({TOKEN_FILE!r}))"
+SERVER_ADDRESS = "--server-address="
+
+
+def kwok_command(kubeconfig_path: str, pod_cidr: str, stages_path: str) -> list[str]:
+    """kwok_args with KWOK's server on loopback (its own default is every address): no pod, node
+    or tenant reaches it, and no exec, logs or port-forward is configured for it to serve."""
+    args = [a for a in kwok_args(kubeconfig_path, pod_cidr, stages_path) if not a.startswith(SERVER_ADDRESS)]
+    return [*args, f"{SERVER_ADDRESS}127.0.0.1:{KWOK_PORT}"]
 
 
 @dataclass
@@ -102,7 +112,7 @@ class KwokController(pulumi.ComponentResource):
             f"{name}-container",
             name=container_name,
             image=image.image_id,
-            command=kwok_args(f"{MOUNT}/kubeconfig", args.pod_cidr, f"{MOUNT}/stages.yaml"),
+            command=kwok_command(f"{MOUNT}/kubeconfig", args.pod_cidr, f"{MOUNT}/stages.yaml"),
             user=f"{RUN_AS}:{RUN_AS}",
             restart="unless-stopped",
             networks_advanced=[docker.ContainerNetworksAdvancedArgs(name=args.network)],

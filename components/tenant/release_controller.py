@@ -1,15 +1,18 @@
 """ReleaseController: the tenant's release controller, running with the lab.
 
 A container on the lab's Docker network (from ReleaseControllerImage), restarted by Docker if it dies
-(the controller exits once it has been unhealthy for a while, so a stuck one is restarted too),
+(the controller exits once it has itself been unhealthy for a while: its watch, workers or queue),
 removed on destroy. It authenticates as its own ServiceAccount, limited to what the controller
 does (release.policy.RBAC_RULES), and two admission policies narrow its writes to removing
 HAMi's node lock and setting bind-phase success (release.policy); that token's kubeconfig
 reaches the container only as an uploaded file, from a Pulumi secret: never on a command line,
 an environment variable or the host's disk. The token is bound and expiring; the controller
 renews it itself and keeps it in a Docker volume (TOKEN_DIR), so a replaced container goes on
-with it. Logs: `docker logs <lab>-<tenant>-releaser`;
-metrics and health on port 9400 of the container's address (the `releaseController` stack output).
+with it. Logs: `docker logs <lab>-<tenant>-releaser`; metrics and health on the container's
+loopback only, port 9400 (the lab's network reaches every tenant's workers): read them with
+`docker exec <lab>-<tenant>-releaser python -m components.ops.release.scrape [/healthz]` (the
+`releaseController.metrics` stack output). A pod whose release keeps failing is reported (an Event
+on it, gpu_tenancy_pods_stuck), never a reason to restart the controller.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ import pulumi_kubernetes as k8s
 
 from components.config.names import TENANT_LABEL, release_controller_container, tokens_volume
 from components.ops.release import policy as release_policy
-from components.ops.release.daemon import DEFAULT_PORT
 from components.ops.release.policy import RBAC_RULES
 from components.tenant.service_account import NAMESPACE, scoped_kubeconfig
 
@@ -32,6 +34,8 @@ KUBECONFIG_PATH = "/run/secrets/gpu-tenancy/kubeconfig"
 TOKEN_DIR = "/var/lib/gpu-tenancy"
 # The image runs as nobody (Dockerfile USER); the kubeconfig is readable by it alone.
 RUN_AS = "65534"
+# Prints the controller's /metrics from inside its container (the stack's `metrics` output).
+SCRAPE = "python -m components.ops.release.scrape"
 
 
 TYPE = "gpu-tenancy:index:ReleaseController"
@@ -114,7 +118,7 @@ class ReleaseController(pulumi.ComponentResource):
             # narrowed before it starts.
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=self.policies),
         )
-        self.metrics_url = self.container.network_datas.apply(
-            lambda nets: f"http://{nets[0].ip_address}:{DEFAULT_PORT}/metrics" if nets else ""
-        )
+        # The controller listens on the container's loopback only (the lab's network reaches every
+        # tenant's workers): its metrics are read from inside the container.
+        self.metrics_url = self.container.name.apply(lambda container: f"docker exec {container} {SCRAPE}")
         self.register_outputs({"container": self.container.name, "metrics": self.metrics_url})

@@ -29,7 +29,7 @@ from components.ops.release.daemon import serve_http
 from components.ops.release.policy import RBAC_RULES
 from tests.support.cluster import add_node, free_port, start_cluster
 from tests.support.hami_stand_in import hami_bind, hami_event, new_pod, wait_for_pod, wait_released
-from tests.support.release_process import http_status
+from tests.support.release_process import controller_process, http_status
 from tests.support.tcp_proxy import TcpProxy
 from tests.support.tools import ROOT, require
 from tests.support.waits import settles
@@ -419,10 +419,15 @@ def drop_policy(cluster, name: str) -> None:
     api.delete_validating_admission_policy(name)
 
 
+def stuck_events(core, ns: str, pod: str) -> list:
+    events = core.list_namespaced_event(ns, field_selector=f"involvedObject.name={pod}").items
+    return [e for e in events if e.reason == "ReleaseStuck"]
+
+
 @pytest.mark.parametrize("reason, status", [("Forbidden", 403), ("Invalid", 422)])
-def test_a_refused_pod_is_retried_alone_and_makes_healthz_fail_until_it_is_released(
-    cluster, ns, node, reason, status, caplog
-):
+def test_refused_pod_never_restarts_controller(cluster, ns, node, reason, status, caplog):
+    """A pod whose release is refused is retried alone and reported (the stuck gauge, a Warning
+    Event on the pod); /healthz stays 200 and names no pod, so the watchdog never exits."""
     core = cluster.core()
     other = f"rc-other-{uuid.uuid4().hex[:6]}"
     add_node(cluster, other)
@@ -438,15 +443,21 @@ def test_a_refused_pod_is_retried_alone_and_makes_healthz_fail_until_it_is_relea
                 assert max(delays) < 1.0, f"releases beside a refused pod took {delays}"
                 assert phase(core, ns, "refused") == ha.PHASE_ALLOCATING
                 assert sample(c, "gpu_tenancy_pods_not_handled_total", reason=f"refused-{status}") == 1
-                settles(lambda: http_status(port, "/healthz") != 200, timeout=15, interval=0.2)
-                assert http_status(port, "/healthz") == 503
-                assert f"{ns}/refused" in c.health()[1]
+                eventually(lambda: stuck_events(core, ns, "refused"), timeout=15)
+                [event] = stuck_events(core, ns, "refused")
+                assert event.type == "Warning" and event.involved_object.kind == "Pod"
+                assert other in event.message and str(status) in event.message
+                assert sample(c, "gpu_tenancy_pods_stuck") == 1
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
+                    body = resp.read().decode()
+                assert resp.status == 200 and "1 pod(s) still allocating" in body and "refused" not in body
+                assert c.healthy()
                 assert sample(c, "gpu_tenancy_pod_retries_total") >= 2, "not retried"
                 drop_policy(cluster, policy)
                 policy = ""
                 wait_released(core, ns, "refused", other, timeout=30)
-                settles(lambda: http_status(port, "/healthz") == 200, timeout=10, interval=0.2)
-                assert http_status(port, "/healthz") == 200
+                eventually(lambda: sample(c, "gpu_tenancy_pods_stuck") == 0)
+                assert c.health() == (True, "ok")
         assert caplog.text.count(f"{ns}/refused: not released") == 1
     finally:
         if server:
@@ -454,3 +465,26 @@ def test_a_refused_pod_is_retried_alone_and_makes_healthz_fail_until_it_is_relea
         if policy:
             drop_policy(cluster, policy)
         core.delete_node(other)
+
+
+def test_stop_is_prompt_on_a_quiet_watch(cluster, ns):
+    """stop() hangs up the open watch. Without that, a quiet watch holds run() until the API
+    server's next bookmark (about a minute) or its timeout (here an hour): the bound on the join
+    is far below both, and far above what a hang-up takes."""
+    controller = rc.ReleaseController(core_api(cluster.kubeconfig_text), namespace=ns, watch_seconds=3600)
+    thread = threading.Thread(target=controller.run, daemon=True)
+    thread.start()
+    assert controller.synced.wait(30)
+    eventually(lambda: sample(controller, "gpu_tenancy_watch_sessions_total") >= 1)
+    controller.stop()
+    thread.join(20)
+    assert not thread.is_alive(), "run() waited for the quiet watch"
+
+
+def test_sigterm_ends_the_process_promptly(cluster, ns):
+    """`docker stop` sends SIGTERM, then SIGKILL 10 s later: with its watch open and quiet, the
+    process exits cleanly (code 0) before that."""
+    with controller_process(cluster.kubeconfig_text, "--namespace", ns) as (proc, port):
+        eventually(lambda: _metrics(port).get("gpu_tenancy_watch_sessions_total", 0) >= 1)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0

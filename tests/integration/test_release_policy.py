@@ -160,3 +160,34 @@ def test_the_controller_releases_through_the_policies(cluster, releaser, node):
     finally:
         controller.stop()
         thread.join(15)
+
+
+def event(pod: str, uid: str, **changes) -> dict:
+    body = {
+        "metadata": {"generateName": f"{pod}.", "namespace": "default"},
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": "default", "name": pod, "uid": uid},
+        "reason": release_policy.STUCK_REASON,
+        "message": "still allocating",
+        "type": "Warning",
+        "source": {"component": release_policy.EVENT_SOURCE},
+    }
+    for key, value in changes.items():
+        body[key] = {**body[key], **value} if isinstance(value, dict) else value
+    return body
+
+
+@pytest.mark.parametrize(
+    "change, rule",
+    [
+        ({"involvedObject": {"kind": "Node", "apiVersion": "v1", "namespace": ""}}, "about a pod"),
+        ({"reason": "NodeNotReady"}, "may only post Warning Events"),
+        ({"type": "Normal"}, "may only post Warning Events"),
+        ({"source": {"component": "kubelet"}}, "may only post Warning Events"),
+    ],
+)
+def test_the_controller_posts_only_its_own_events_about_pods(cluster, releaser, change, rule):
+    pod = f"ev-{uuid.uuid4().hex[:6]}"
+    new_pod(cluster.core(), "default", pod)
+    uid = cluster.core().read_namespaced_pod(pod, "default").metadata.uid
+    releaser.create_namespaced_event("default", event(pod, uid))
+    assert rule in refused(releaser.create_namespaced_event, "default", event(pod, uid, **change))

@@ -61,3 +61,19 @@ def test_shutdown_wakes_a_waiting_worker():
     q.shutdown()
     t.join(2)
     assert got == [None]
+
+
+def test_oldest_wait_counts_keys_ready_for_a_worker_not_those_backing_off():
+    now = [0.0]
+    q = WorkQueue(base_delay=10, clock=lambda: now[0])
+    q.add_rate_limited("backing-off")
+    now[0] = 5
+    assert q.oldest_wait() == 0.0
+    q.add("a")
+    now[0] = 8
+    q.add("b")
+    assert q.oldest_wait() == 3.0
+    now[0] = 12  # the backed-off key is ready since 10, after "a"
+    assert q.oldest_wait() == 7.0
+    assert q.get(0) == "a"
+    assert q.oldest_wait() == 4.0  # "b", waiting since 8

@@ -1,6 +1,13 @@
 """The release controller as a process: `/metrics`, `/healthz` and `/readyz` over HTTP, the
-watchdog that exits once it is unhealthy (so a supervisor restarts it), the keeper of its bound
-token, and the command line (`python -m components.ops.release`)."""
+watchdog that exits once the controller itself is unhealthy (so a supervisor restarts it), the
+keeper of its bound token, and the command line (`python -m components.ops.release`).
+
+The HTTP server listens on loopback unless told otherwise: in the lab the controller's container
+sits on a network every tenant's workers reach, and nothing outside the container needs the port
+(Docker's healthcheck runs inside it; `python -m components.ops.release.scrape` reads the metrics
+there). Each request has REQUEST_SECONDS to arrive and be answered, and at most MAX_HANDLERS are
+served at once (one more is hung up at once), so slow or many callers cannot pile up threads.
+"""
 
 from __future__ import annotations
 
@@ -8,30 +15,74 @@ import argparse
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from components.config.names import MOCK_GPU_NODE_LABEL
 from components.ops.bound_token import TokenExpiredError, TokenKeeper
 from components.ops.kube import core_api
-from components.ops.release.controller import STUCK_SECONDS, WORKERS, ReleaseController
+from components.ops.release.controller import QUEUE_SECONDS, STUCK_SECONDS, WORKERS, ReleaseController
+from components.ops.release.scrape import DEFAULT_HOST, DEFAULT_PORT
 
 log = logging.getLogger("gpu-tenancy.release-controller")
 
-# Where /metrics, /healthz and /readyz are served (the image exposes it).
-DEFAULT_PORT = 9400
+# Seconds a caller has to send its request (and read the answer) before it is hung up.
+REQUEST_SECONDS = 5.0
+# Requests served at once; more are hung up without an answer.
+MAX_HANDLERS = 8
 
 
-def serve_http(controller: ReleaseController, host: str, port: int) -> ThreadingHTTPServer:
-    """/metrics, /healthz (making progress) and /readyz (first list done), in a thread."""
+class _BoundedServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer with at most `handlers` request threads: past that, a connection is
+    closed at once instead of starting one more thread."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], handlers: int):
+        self._slots = threading.BoundedSemaphore(handlers)
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)  # type: ignore[misc]
+        finally:
+            self._slots.release()
+
+
+def serve_http(
+    controller: ReleaseController,
+    host: str,
+    port: int,
+    *,
+    timeout: float = REQUEST_SECONDS,
+    handlers: int = MAX_HANDLERS,
+) -> ThreadingHTTPServer:
+    """/metrics, /healthz (the controller makes progress; counts only) and /readyz (first list
+    done), in a thread; each request bounded by `timeout`, at most `handlers` at once."""
 
     class Handler(BaseHTTPRequestHandler):
+        def setup(self) -> None:
+            self.timeout = timeout
+            super().setup()
+
         def do_GET(self) -> None:  # noqa: N802 - http.server API
             if self.path.startswith("/metrics"):
                 body, ctype, code = generate_latest(controller.metrics.registry), CONTENT_TYPE_LATEST, 200
@@ -52,7 +103,7 @@ def serve_http(controller: ReleaseController, host: str, port: int) -> Threading
         def log_message(self, *_args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    server = _BoundedServer((host, port), Handler, handlers)
     threading.Thread(target=server.serve_forever, name="release-controller-http", daemon=True).start()
     return server
 
@@ -88,6 +139,13 @@ def keep_token(keeper: TokenKeeper, controller: ReleaseController) -> None:
         controller.stop()
 
 
+class _Parser(argparse.ArgumentParser):
+    """Errors in one line naming the argument, exit code 2 (argparse's convention), no usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def _label(value: str) -> tuple[str, str]:
     key, sep, val = value.partition("=")
     if not sep or not key:
@@ -95,8 +153,45 @@ def _label(value: str) -> tuple[str, str]:
     return key, val
 
 
+def _listen(value: str) -> tuple[str, int]:
+    """HOST:PORT, [IPv6]:PORT or :PORT (loopback); the port is required."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT with a port from 1 to 65535, got {value!r}")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if ":" in host and not value.startswith("["):
+        raise argparse.ArgumentTypeError(f"an IPv6 host goes in brackets ([::1]:{port}), got {value!r}")
+    return host or DEFAULT_HOST, int(port)
+
+
+def _at_least_one(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {value!r}")
+    return number
+
+
+def _seconds(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not number > 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {value!r}")
+    return number
+
+
+def _level(value: str) -> str:
+    if not isinstance(logging.getLevelName(value.upper()), int):
+        raise argparse.ArgumentTypeError(f"expected DEBUG, INFO, WARNING or ERROR, got {value!r}")
+    return value.upper()
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m components.ops.release",
         description="Finish HAMi's allocation for GPU pods on mock-GPU nodes (what a real device plugin does).",
     )
@@ -107,55 +202,88 @@ def main(argv: list[str] | None = None) -> int:
         type=_label,
         default=MOCK_GPU_NODE_LABEL,
         metavar="LABEL=VALUE",
-        help="release only on nodes with this label (default %(default)s, what the stack's inventory sets)",
+        help="release only on nodes with this label (default: what the stack's inventory sets)",
     )
     parser.add_argument("--any-node", action="store_true", help="release on every node (a cluster of mock GPUs only)")
-    parser.add_argument("--listen", default=f"127.0.0.1:{DEFAULT_PORT}", help="HOST:PORT for /metrics and /healthz")
+    parser.add_argument(
+        "--listen",
+        type=_listen,
+        default=(DEFAULT_HOST, DEFAULT_PORT),
+        metavar="HOST:PORT",
+        help=f"where /metrics, /healthz and /readyz are served (default {DEFAULT_HOST}:{DEFAULT_PORT}, loopback)",
+    )
     parser.add_argument("--once", action="store_true", help="one pass over the pods as they are now, then exit")
-    parser.add_argument("--workers", type=int, default=WORKERS, help="pods handled at once (default %(default)s)")
+    parser.add_argument(
+        "--workers", type=_at_least_one, default=WORKERS, help="pods handled at once (default %(default)s)"
+    )
     parser.add_argument(
         "--stuck-seconds",
-        type=float,
+        type=_seconds,
         default=STUCK_SECONDS,
-        help="unhealthy when a pod bound to a mock node is still allocating after this (default %(default)s)",
+        help="report a pod bound to a mock node and still allocating after this, in the gpu_tenancy_pods_stuck "
+        "gauge and an Event on the pod; never a reason to restart (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-queue-wait",
+        type=_seconds,
+        default=QUEUE_SECONDS,
+        metavar="SECONDS",
+        help="unhealthy when a pod ready for a worker has waited this long (default %(default)s)",
     )
     parser.add_argument(
         "--exit-when-unhealthy",
-        type=float,
+        type=_seconds,
         metavar="SECONDS",
-        help="exit (code 3) once /healthz has failed this long, so a supervisor restarts the controller",
+        help="exit (code 3) once the controller itself has been unhealthy this long (its watch, its workers, "
+        "its queue), so a supervisor restarts it",
     )
     parser.add_argument(
         "--token-file",
         type=Path,
         help="keep the kubeconfig's bound token renewed in this file and use it (components.ops.bound_token)",
     )
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-level", type=_level, default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
-    with open(args.kubeconfig) as f:
-        kubeconfig = f.read()
-    keeper = TokenKeeper(kubeconfig, args.token_file) if args.token_file else None
-    if keeper is not None:
+    try:
+        with open(args.kubeconfig) as f:
+            kubeconfig = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        parser.error(f"argument --kubeconfig: cannot read {args.kubeconfig}: {getattr(exc, 'strerror', None) or exc}")
+    keeper = None
+    if args.token_file:
+        try:
+            keeper = TokenKeeper(kubeconfig, args.token_file)
+        except (OSError, ValueError) as exc:  # no usable context, no ServiceAccount token (a certificate)
+            parser.error(f"argument --token-file: {exc}")
         try:
             keeper.renew_if_due()
         except TokenExpiredError as exc:
             log.error("%s", exc)
             return 2
-    core = core_api(kubeconfig, connections=args.workers + 2, token=keeper.current if keeper else None)
+        except Exception as exc:  # the API unreachable now: the keeper tries again while running
+            log.warning("renewing the token at start failed (%s); trying again later", exc)
+    try:
+        core = core_api(kubeconfig, connections=args.workers + 2, token=keeper.current if keeper else None)
+    except Exception as exc:  # not YAML, no current context, a CA or key that does not load
+        parser.error(f"argument --kubeconfig: {args.kubeconfig}: {exc}")
     controller = ReleaseController(
         core,
         namespace=args.namespace,
         node_label=None if args.any_node else args.node_selector,
         workers=args.workers,
         stuck_seconds=args.stuck_seconds,
+        queue_seconds=args.max_queue_wait,
     )
     if args.once:
         controller.relist()
         controller.drain()
         return 0
-    host, _, port = args.listen.rpartition(":")
-    server = serve_http(controller, host or "0.0.0.0", int(port))
+    host, port = args.listen
+    try:
+        server = serve_http(controller, host, port)
+    except OSError as exc:  # in use, not an address of this host
+        parser.error(f"argument --listen: cannot listen on {host}:{port}: {exc.strerror or exc}")
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: controller.stop())
     if args.exit_when_unhealthy is not None:
@@ -163,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     if keeper is not None:
         threading.Thread(target=keep_token, args=(keeper, controller), name="token", daemon=True).start()
     log.info("release controller: metrics and health on http://%s:%s", host, port)
-    controller.run()
-    server.shutdown()
+    try:
+        controller.run()
+    finally:
+        server.shutdown()
+        server.server_close()
     return 0

@@ -51,7 +51,12 @@ class Metrics:
         )
         self.queue_depth = Gauge("gpu_tenancy_queue_depth", "Pods waiting for a worker.", registry=r)
         self.stuck = Gauge(
-            "gpu_tenancy_pods_stuck", "Pods bound to a mock node and still allocating past the bound.", registry=r
+            "gpu_tenancy_pods_stuck",
+            "Pods bound to a mock node and still allocating past the bound (each retried alone, an Event on each).",
+            registry=r,
+        )
+        self.events = Counter(
+            "gpu_tenancy_pod_events", "Events the controller posted on pods, by reason.", ["reason"], registry=r
         )
         self.reasons_dropped = Counter(
             "gpu_tenancy_reason_lookups_dropped", "Pending-reason lookups dropped: their queue was full.", registry=r

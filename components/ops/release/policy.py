@@ -5,7 +5,9 @@ node lock, and set `hami.io/bind-phase: success` (HAMi's device plugin, on its s
 also rewrites `hami.io/vgpu-devices-to-allocate`). Two ValidatingAdmissionPolicies, bound to
 that one ServiceAccount by a match condition, refuse every other change it could make to a
 node or a pod: labels, taints and the rest of the spec, finalizers, owners, any other
-annotation. A stolen controller token can then neither cordon a node nor relabel a pod.
+annotation. A third lets it create only the Events it posts: a Warning about a pod, with its
+own reason and source. A stolen controller token can then neither cordon a node, relabel a pod,
+nor write Events that pass for another component's.
 """
 
 from __future__ import annotations
@@ -16,6 +18,11 @@ from components.gpu import hami_annotations as ha
 
 NODES_POLICY = "gpu-tenancy-releaser-nodes"
 PODS_POLICY = "gpu-tenancy-releaser-pods"
+EVENTS_POLICY = "gpu-tenancy-releaser-events"
+# Who the Events the controller posts come from, and the reasons it posts.
+EVENT_SOURCE = "gpu-tenancy-release-controller"
+STUCK_REASON = "ReleaseStuck"
+EVENT_REASONS = (STUCK_REASON,)
 
 _OLD = "oldObject.metadata.?annotations.orValue({})"
 _NEW = "object.metadata.?annotations.orValue({})"
@@ -35,8 +42,11 @@ def _cel_list(values: tuple[str, ...]) -> str:
     return "[" + ", ".join(f"'{v}'" for v in values) + "]"
 
 
-def _policy(name: str, resource: str, kind: str, rules: list[tuple[str, str]], user: str) -> dict[str, Any]:
+def _policy(
+    name: str, resource: str, kind: str, rules: list[tuple[str, str]], user: str, operation: str = "UPDATE"
+) -> dict[str, Any]:
     who = f"the release controller ({user})"
+    same = _SAME if operation == "UPDATE" else []
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
@@ -45,13 +55,17 @@ def _policy(name: str, resource: str, kind: str, rules: list[tuple[str, str]], u
             "failurePolicy": "Fail",
             "matchConstraints": {
                 "resourceRules": [
-                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": [resource]}
+                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": [operation], "resources": [resource]}
                 ]
             },
             "matchConditions": [{"name": "release-controller", "expression": f"request.userInfo.username == '{user}'"}],
-            "variables": [{"name": "old", "expression": _OLD}, {"name": "new", "expression": _NEW}],
+            **(
+                {"variables": [{"name": "old", "expression": _OLD}, {"name": "new", "expression": _NEW}]}
+                if same
+                else {}
+            ),
             "validations": [
-                *({"expression": e, "message": f"{who} may not change a {kind}'s {what}"} for e, what in _SAME),
+                *({"expression": e, "message": f"{who} may not change a {kind}'s {what}"} for e, what in same),
                 *({"expression": e, "message": f"{who} {what}"} for e, what in rules),
             ],
         },
@@ -82,9 +96,22 @@ def write_policies(user: str) -> list[dict[str, Any]]:
             f"may only set {ha.BIND_PHASE} to {ha.PHASE_SUCCESS}",
         ),
     ]
+    event_rules = [
+        (
+            "object.involvedObject.kind == 'Pod' && object.involvedObject.?apiVersion.orValue('v1') == 'v1' && "
+            "object.involvedObject.?namespace.orValue('') == object.metadata.?namespace.orValue('')",
+            "may only post Events about a pod, in the pod's namespace",
+        ),
+        (
+            f"object.?reason.orValue('') in {_cel_list(EVENT_REASONS)} && object.?type.orValue('') == 'Warning' && "
+            f"object.?source.component.orValue('') == '{EVENT_SOURCE}'",
+            f"may only post Warning Events from {EVENT_SOURCE} with reason {' or '.join(EVENT_REASONS)}",
+        ),
+    ]
     return [
         _policy(NODES_POLICY, "nodes", "node", node_rules, user),
         _policy(PODS_POLICY, "pods", "pod", pod_rules, user),
+        _policy(EVENTS_POLICY, "events", "event", event_rules, user, operation="CREATE"),
     ]
 
 
@@ -104,5 +131,6 @@ def binding(policy: dict[str, Any]) -> dict[str, Any]:
 RBAC_RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
+    # list: HAMi's reasons for a Pending pod; create: a stuck pod's Event (narrowed by EVENTS_POLICY).
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["list", "create"]},
 )

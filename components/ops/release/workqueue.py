@@ -7,7 +7,9 @@ backoff of its own (exponential per key, like controller-runtime's rate limiter)
 other key goes on. Semantics kept from client-go: a key is queued at most once; a key being
 processed is never handed to a second worker; a key added while it is processed is handed out
 again once it is done. `max_len` bounds the queue for best-effort work (adds past it are
-refused and the caller counts them). No Python library offers these semantics without a whole
+refused and the caller counts them). `oldest_wait()` says how long the oldest ready key has
+waited for a worker: the controller's health reads it (workers that stopped taking keys), not
+the backoff of keys that wait by design. No Python library offers these semantics without a whole
 operator framework around them, hence this small class.
 """
 
@@ -40,6 +42,8 @@ class WorkQueue:
         self._waiting: list[tuple[float, int, Hashable]] = []
         self._seq = itertools.count()
         self._failures: dict[Hashable, int] = {}
+        # When each key in _queue became ready (the deque is in that order).
+        self._ready_since: dict[Hashable, float] = {}
         self._shutdown = False
 
     def __len__(self) -> int:
@@ -55,9 +59,21 @@ class WorkQueue:
                 return False
             self._dirty.add(key)
             if key not in self._processing:
-                self._queue.append(key)
+                self._ready(key)
                 self._cond.notify()
             return True
+
+    def _ready(self, key: Hashable) -> None:
+        self._queue.append(key)
+        self._ready_since[key] = self._clock()
+
+    def oldest_wait(self) -> float:
+        """Seconds the oldest ready key has waited for a worker (0 when none waits)."""
+        with self._cond:
+            self._promote(self._clock())
+            if not self._queue:
+                return 0.0
+            return max(0.0, self._clock() - self._ready_since[self._queue[0]])
 
     def add_after(self, key: Hashable, delay: float) -> None:
         if delay <= 0:
@@ -72,15 +88,20 @@ class WorkQueue:
     def backoff(self, key: Hashable) -> float:
         """The delay the next add_rate_limited(key) will wait."""
         with self._cond:
-            failures = self._failures.get(key, 0)
-        return min(self.max_delay, self.base_delay * 2**failures)
+            return self._delay(key)
+
+    def _delay(self, key: Hashable) -> float:
+        return min(self.max_delay, self.base_delay * 2 ** self._failures.get(key, 0))
 
     def add_rate_limited(self, key: Hashable) -> float:
-        """Queue `key` again after its own exponential backoff; returns the delay."""
-        delay = self.backoff(key)
+        """Queue `key` again after its own exponential backoff; returns the delay. One step under
+        the lock, so a forget() from another thread comes wholly before or after it."""
         with self._cond:
+            delay = self._delay(key)
             self._failures[key] = self._failures.get(key, 0) + 1
-        self.add_after(key, delay)
+            if not self._shutdown:
+                heapq.heappush(self._waiting, (self._clock() + delay, next(self._seq), key))
+                self._cond.notify()
         return delay
 
     def failures(self, key: Hashable) -> int:
@@ -98,7 +119,7 @@ class WorkQueue:
             if key not in self._dirty:
                 self._dirty.add(key)
                 if key not in self._processing:
-                    self._queue.append(key)
+                    self._ready(key)
 
     def get(self, timeout: float | None = None) -> Hashable | None:
         """The next key (now processing), or None after `timeout` seconds or at shutdown."""
@@ -109,6 +130,7 @@ class WorkQueue:
                 self._promote(now)
                 if self._queue:
                     key = self._queue.popleft()
+                    self._ready_since.pop(key, None)
                     self._dirty.discard(key)
                     self._processing.add(key)
                     return key
@@ -126,7 +148,7 @@ class WorkQueue:
         with self._cond:
             self._processing.discard(key)
             if key in self._dirty:
-                self._queue.append(key)
+                self._ready(key)
                 self._cond.notify()
 
     def shutdown(self) -> None:
