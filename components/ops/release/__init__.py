@@ -13,15 +13,20 @@ Nothing one pod carries can stop it (controller-runtime's model):
   `gpu_tenancy_pods_not_handled_total`, left until the pod changes;
 - HAMi's reasons for Pending pods are looked up by a worker of their own from a bounded,
   de-duplicated queue, off the release path; bookkeeping goes with the pod.
-`/healthz` is unhealthy when the controller stops making progress (the watch has not advanced
-for two watch periods, a worker died, or a pod bound to a mock node is still allocating after
-`stuck_seconds`); with `--exit-when-unhealthy` the process exits then, so the lab's container
-is restarted. `/readyz` answers once the first list is done. `/metrics` is prometheus_client's.
+`/healthz` measures the controller itself, what a restart could mend: the first list is done,
+the watch advanced within two watch periods, every worker runs, no pod ready for a worker has
+waited past `--max-queue-wait`; with `--exit-when-unhealthy` the process exits when it fails, so
+the lab's container is restarted. A pod bound to a mock node and still allocating after
+`stuck_seconds` is not the controller's ill: it is retried alone, counted in
+`gpu_tenancy_pods_stuck` and told by a Warning Event (ReleaseStuck) on the pod; /healthz gives
+counts, never names. `/readyz` answers once the first list is done. `/metrics` is
+prometheus_client's. All three listen on loopback unless `--listen` says otherwise (the lab's
+network reaches every tenant's workers); `scrape` reads them from inside the container.
 
 Modules: `controller` (the loop), `lock` (releasing one pod, reading an allocation's outcome),
 `pods` (which pods it keeps), `workqueue`, `metrics`, `policy` (its RBAC and the admission
 policies narrowing its writes), `daemon` (the process: HTTP, watchdog, token keeper, command
-line); its image's `Dockerfile`. No Pulumi import: the lab runs it in a container per tenant
-(`--kubeconfig` a file the stack uploads, its bound token renewed with `--token-file`), and
-`python -m components.ops.release` runs it anywhere else.
+line), `scrape` (reads its endpoints on loopback); its image's `Dockerfile`. No Pulumi import:
+the lab runs it in a container per tenant (`--kubeconfig` a file the stack uploads, its bound
+token renewed with `--token-file`), and `python -m components.ops.release` runs it anywhere else.
 """
