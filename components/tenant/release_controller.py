@@ -3,12 +3,14 @@
 A container on the lab's Docker network (from ReleaseControllerImage), restarted by Docker if it dies
 (the controller exits once it has itself been unhealthy for a while: its watch, workers or queue),
 removed on destroy. It authenticates as its own ServiceAccount, limited to what the controller
-does (release.policy.RBAC_RULES), and two admission policies narrow its writes to removing
-HAMi's node lock and setting bind-phase success (release.policy); that token's kubeconfig
-reaches the container only as an uploaded file, from a Pulumi secret: never on a command line,
-an environment variable or the host's disk. The token is bound and expiring; the controller
-renews it itself and keeps it in a Docker volume (TOKEN_DIR), so a replaced container goes on
-with it. Logs: `docker logs <lab>-<tenant>-releaser`; metrics and health on the container's
+does (release.policy.RBAC_RULES), and admission policies narrow its writes to removing HAMi's
+node lock, setting bind-phase success and its own Events about stuck pods (release.policy); that
+token's kubeconfig reaches the container only as an uploaded file, from a Pulumi secret: never on
+a command line or in an environment variable. Docker keeps uploaded files in the container's layer
+in the engine's storage on the host, and the renewed token in a Docker volume there too
+(TOKEN_DIR, so a replaced container goes on with it): root on the host reads both, as it can
+use the Docker socket. The token is bound and expiring; the controller renews it itself.
+Logs: `docker logs <lab>-<tenant>-releaser`; metrics and health on the container's
 loopback only, port 9400 (the lab's network reaches every tenant's workers): read them with
 `docker exec <lab>-<tenant>-releaser python -m components.ops.release.scrape [/healthz]` (the
 `releaseController.metrics` stack output). A pod whose release keeps failing is reported (an Event
