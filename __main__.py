@@ -4,6 +4,8 @@ Roles (config `role`): `lab` builds everything; `platform` the management cluste
 exported for team stacks; `team` one team's tenants on a platform reached by StackReference.
 """
 
+from functools import partial
+
 import pulumi
 
 from components.config.load import OBJECT_KEYS, load_config
@@ -32,6 +34,7 @@ for warning in cfg.warnings:
 if cfg.role == ROLE_TEAM:
     link = PlatformLink("platform", PlatformLinkArgs(config=cfg, token=config.require_secret(MANAGEMENT_TOKEN_KEY)))
     management_provider, network, datastore, kamaji = link.provider, link.network, link.datastore, None
+    schema_of = link.schema  # the etcd keys the platform named for the team
 else:
     cluster = ManagementCluster(
         "management",
@@ -47,6 +50,7 @@ else:
         platform.datastore_name,
         platform.release,
     )
+    schema_of = partial(cfg.datastore_schema, stack)
     if cfg.role == ROLE_LAB:  # one person's whole lab; a platform exports no credential
         pulumi.export("managementKubeconfig", cluster.kubeconfig)
     if cfg.role == ROLE_PLATFORM:
@@ -68,7 +72,7 @@ for t in cfg.tenants:
             tenant=t,
             hami=cfg.hami,
             lab_name=cfg.cluster.name,
-            datastore_schema=cfg.datastore_schema(stack, t.name),
+            datastore_schema=schema_of(t.name),
             management_provider=management_provider,
             address=cfg.cluster.management_ip,
             network=network,

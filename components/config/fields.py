@@ -38,6 +38,8 @@ IMAGE_REF = re.compile(
 # An image repository without tag or digest (the tag is filled in: a node image per Kubernetes version).
 IMAGE_REPOSITORY = re.compile(rf"^(?:{_DOMAIN}/)?{_PATH}(?:/{_PATH})*$")
 STACK_REF = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+# A stack name that can be part of an etcd key prefix and user name (Pulumi's own allow `.` too).
+STACK_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 _UNITS = re.compile(r"\s*[0-9.]+\s*[KMGTkmgt]i?[Bb]?\s*")
 
 ERROR_TYPE = "gpu_tenancy"

@@ -186,6 +186,14 @@ def _teams(project: str, raw: object, role: str, c: Collector) -> list[TeamSlot]
     slots = [(i, read_section(TeamSlot, t, ("teams", i), project, c.problems)) for i, t in enumerate(raw)]
     valid = [(i, s) for i, s in slots if s is not None]
     unique(c, [(f"teams[{i}]", s.name, s.api_port, s.konnectivity_port) for i, s in valid], "team")
+    schemas: dict[str, str] = {}
+    for i, s in valid:  # stack names may hold `_`: two teams' keys could be named alike
+        schema = s.datastore_schema(project)
+        if schema in schemas:
+            c.fail(
+                f"teams[{i}].stack", f"its etcd keys {schema!r} would be {schemas[schema]}'s too: name another stack"
+            )
+        schemas.setdefault(schema, s.name)
     return [s for _, s in valid]
 
 

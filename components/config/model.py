@@ -22,6 +22,7 @@ from components.config.fields import (
     DNS_1123,
     IMAGE_REF,
     IMAGE_REPOSITORY,
+    STACK_NAME,
     Address,
     Bool,
     DnsLabel,
@@ -41,7 +42,6 @@ from components.config.names import (
     datastore_schema,
     kwok_name,
     release_controller_container,
-    team_datastore_schema,
     worker_name,
     workload_resource,
 )
@@ -439,13 +439,24 @@ class TenantConfig(Section):
 
 
 class TeamSlot(Section):
-    """A team's reserved ports on the shared platform (the platform stack's `teams` registry)."""
+    """A team's reserved ports and etcd keys on the shared platform (the platform stack's `teams`
+    registry)."""
 
     name: string(DNS_1035, f"a DNS-1035 label of at most {MAX_TENANT_NAME}", MAX_TENANT_NAME) = Field(
         description="the team's tenant name, as its team stack spells it"
     )
     api_port: Port = Field(description="the NodePort reserved for its API server")
     konnectivity_port: Port = Field(description="the NodePort reserved for its Konnectivity server")
+    stack: string(STACK_NAME, "letters, digits, `-` and `_`", 100) | None = Field(
+        None,
+        description="the team stack's name where it is not the team's: its control plane's etcd keys "
+        "are named from it (Kamaji's are immutable, so a team keeps its stack's)",
+    )
+
+    def datastore_schema(self, project: str) -> str:
+        """The team's etcd key prefix and user on the shared DataStore: the platform names it (and
+        exports it to the team stack), its policy holds the team to it by equality."""
+        return datastore_schema(project, self.stack or self.name, self.name)
 
 
 @dataclass(frozen=True)
@@ -463,8 +474,6 @@ class StackConfig:
     warnings: tuple[str, ...] = ()
 
     def datastore_schema(self, stack: str, tenant: str) -> str:
-        """A tenant's etcd keys: a team's are the platform's to decide (its admission policy holds
-        them by equality), a lab's follow its own stack."""
-        if self.role == ROLE_TEAM:
-            return team_datastore_schema(self.project, tenant)
+        """A lab's or platform's own tenant's etcd keys (a team stack's come from the platform,
+        PlatformLink.schema)."""
         return datastore_schema(self.project, stack, tenant)

@@ -121,11 +121,3 @@ def datastore_schema(project: str, stack: str, tenant: str) -> str:
     """A lab tenant's etcd key prefix and user; immutable in Kamaji, so derived from stable names
     only. Tenant names are unique within a stack, and a lab's DataStore is its own."""
     return f"{project}_{stack}_{tenant}".replace("-", "_")
-
-
-def team_datastore_schema(project: str, team: str) -> str:
-    """A team's etcd key prefix and user on the platform's shared DataStore, decided by the
-    platform from the team's name alone and held by equality: DNS-1035 names have no `_`, so no
-    two teams share one. It is what a team stack named after its team always used, so such a
-    tenant keeps its keys (Kamaji's schema is immutable: a new one means a new control plane)."""
-    return datastore_schema(project, team, team)

@@ -37,12 +37,28 @@ def platform_outputs(
         "lab": cfg.cluster.name,
         "address": cfg.cluster.management_ip,
         "datastore": datastore,
-        "teams": [{"name": t.name, "apiPort": t.api_port, "konnectivityPort": t.konnectivity_port} for t in cfg.teams],
+        "teams": [
+            {
+                "name": t.name,
+                "apiPort": t.api_port,
+                "konnectivityPort": t.konnectivity_port,
+                # the etcd keys the platform's policy holds the team to (a team stack uses these)
+                "schema": t.datastore_schema(cfg.project),
+            }
+            for t in cfg.teams
+        ],
     }
 
 
 def _checked(platform: dict[str, Any], cfg: StackConfig) -> dict[str, Any]:
     problems = team_slot_problems(platform.get("teams") or [], cfg.cluster.name, platform.get("lab", ""), cfg.tenants)
+    for t in cfg.tenants:
+        slot = next((s for s in platform.get("teams") or [] if s.get("name") == t.name), None)
+        if slot is not None and not slot.get("schema"):
+            problems.append(
+                f"the platform's registry names no etcd keys for tenant {t.name!r}: its stack predates them "
+                "(run `pulumi up` on the platform stack first)"
+            )
     if platform.get("address") != cfg.cluster.management_ip:
         problems.append(
             f"cluster.managementIp is {cfg.cluster.management_ip!r} but the platform's is {platform.get('address')!r}"
@@ -90,6 +106,7 @@ class PlatformLink(pulumi.ComponentResource):
         platform = ref.require_output("platform").apply(lambda p: _checked(p, cfg))
         self.network = platform.apply(lambda p: p["network"])
         self.datastore = platform.apply(lambda p: p["datastore"])
+        self._platform = platform
         token = args.token
         kubeconfig = pulumi.Output.all(platform, token).apply(
             lambda a: token_kubeconfig(
@@ -100,3 +117,7 @@ class PlatformLink(pulumi.ComponentResource):
             f"{name}-k8s", kubeconfig=pulumi.Output.secret(kubeconfig), opts=pulumi.ResourceOptions(parent=self)
         )
         self.register_outputs({"network": self.network})
+
+    def schema(self, tenant: str) -> pulumi.Output[str]:
+        """The etcd keys the platform named for a tenant of this stack (checked present)."""
+        return self._platform.apply(lambda p: next(s["schema"] for s in p["teams"] if s["name"] == tenant))

@@ -25,7 +25,6 @@ from components.config.names import (
     TEAM_ACCOUNT,
     admin_kubeconfig_secret,
     team_account_user,
-    team_datastore_schema,
     tenant_namespace,
 )
 from components.platform.control_plane_fields import MAX_CONTROL_PLANE_REPLICAS, present, refusals
@@ -50,7 +49,7 @@ def control_plane_policy(slot: TeamSlot, datastore: str, project: str) -> dict[s
     its default). They judge the team's own requests; Kamaji's updates of the objects it
     reconciles (finalizers, status) are its own."""
     team = slot.name
-    schema = team_datastore_schema(project, team)
+    schema = slot.datastore_schema(project)
     dep = "object.spec.controlPlane.deployment"
 
     def rule(expression: str, message: str) -> dict[str, str]:
@@ -105,23 +104,30 @@ def control_plane_policy(slot: TeamSlot, datastore: str, project: str) -> dict[s
     }
 
 
-# What one team's control plane may hold in the shared cluster, whatever its spec asks: pods for
-# its replicas through a rollout's surge (100 %), their requests (a container that names none gets
-# LimitRange's), its one TenantControlPlane and its two NodePorts, and no load balancer.
-TCP_COUNT = f"count/tenantcontrolplanes.{TCP_GROUP}"
-CONTROL_PLANE_QUOTA = {
-    "pods": str(2 * MAX_CONTROL_PLANE_REPLICAS + 2),
-    "requests.cpu": "4",
-    "requests.memory": "8Gi",
-    TCP_COUNT: "1",
-    "services.nodeports": "2",
-    "services.loadbalancers": "0",
-}
+# The containers of one control-plane pod Kamaji runs (kube-apiserver, -controller-manager,
+# -scheduler, konnectivity-server), and what LimitRange gives one that names no resources.
+CONTROL_PLANE_CONTAINERS = 4
+DEFAULT_MEMORY_LIMIT_GI = 1
 CONTAINER_LIMITS = {
     "type": "Container",
     "defaultRequest": {"cpu": "100m", "memory": "128Mi"},
-    "default": {"memory": "2Gi"},
+    "default": {"memory": f"{DEFAULT_MEMORY_LIMIT_GI}Gi"},
     "max": {"memory": "4Gi"},
+}
+# What one team's control plane may hold in the shared cluster, whatever its spec asks: pods for
+# its replicas through a rollout's surge (100 %), their requests and memory limits (room for every
+# container of those pods at LimitRange's defaults), its one TenantControlPlane and its two
+# NodePorts, and no load balancer. CPU is bounded by requests (the share under contention).
+_SURGED_PODS = 2 * MAX_CONTROL_PLANE_REPLICAS
+TCP_COUNT = f"count/tenantcontrolplanes.{TCP_GROUP}"
+CONTROL_PLANE_QUOTA = {
+    "pods": str(_SURGED_PODS + 2),
+    "requests.cpu": "4",
+    "requests.memory": "8Gi",
+    "limits.memory": f"{_SURGED_PODS * CONTROL_PLANE_CONTAINERS * DEFAULT_MEMORY_LIMIT_GI}Gi",
+    TCP_COUNT: "1",
+    "services.nodeports": "2",
+    "services.loadbalancers": "0",
 }
 
 
@@ -130,7 +136,7 @@ class TeamAccessArgs:
     team: TeamSlot
     datastore: pulumi.Input[str]
     provider: k8s.Provider
-    # The Pulumi project: the team's DataStore schema is named from it (team_datastore_schema).
+    # The Pulumi project: the team's DataStore schema is named from it (TeamSlot.datastore_schema).
     project: str
 
 

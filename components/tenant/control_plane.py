@@ -98,7 +98,9 @@ def control_plane_metadata(t: TenantConfig, namespace: pulumi.Input[str]) -> dic
     }
 
 
-def control_plane_spec(t: TenantConfig, address: str, datastore: pulumi.Input[str], schema: str) -> dict[str, Any]:
+def control_plane_spec(
+    t: TenantConfig, address: str, datastore: pulumi.Input[str], schema: pulumi.Input[str]
+) -> dict[str, Any]:
     """The TenantControlPlane spec: NodePort on the management address, addons named explicitly."""
     return {
         "dataStore": datastore,
@@ -140,7 +142,7 @@ class ControlPlaneArgs:
     address: str
     datastore: pulumi.Input[str]
     # Its etcd key prefix and user (StackConfig.datastore_schema): immutable once created.
-    schema: str
+    schema: pulumi.Input[str]
     # Kamaji's release: the TCP must be created after, and deleted before, Kamaji.
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     # Lab: this stack makes the tenant's namespaces. Team: the platform made them (TeamAccess);

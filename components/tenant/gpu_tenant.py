@@ -39,7 +39,7 @@ class GpuTenantArgs:
     hami: HamiConfig
     lab_name: str
     # The control plane's etcd keys (StackConfig.datastore_schema).
-    datastore_schema: str
+    datastore_schema: pulumi.Input[str]
     management_provider: k8s.Provider
     address: str
     # The Docker network's name: the lab's own, or the platform's (team stacks).

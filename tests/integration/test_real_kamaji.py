@@ -24,7 +24,6 @@ from components.config.names import (
     TEAM_ACCOUNT,
     admin_kubeconfig_secret,
     datastore_schema,
-    team_datastore_schema,
     tenant_namespace,
 )
 from components.config.tenant_version import create_refusal, step_refusal
@@ -373,7 +372,7 @@ def test_a_teams_control_plane_passes_its_policy_through_kamajis_webhooks(kamaji
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "TenantControlPlane",
         "metadata": control_plane_metadata(t, ns),
-        "spec": control_plane_spec(t, ADDRESS, DATASTORE, team_datastore_schema(PROJECT, t.name)),
+        "spec": control_plane_spec(t, ADDRESS, DATASTORE, datastore_schema(PROJECT, t.name, t.name)),
     }
     refused = json.loads(json.dumps(body))
     refused["spec"]["controlPlane"]["deployment"]["registrySettings"] = {"registry": "evil.example"}

@@ -21,7 +21,7 @@ import yaml
 from kubernetes import client
 
 from components.config.load import load_tenants
-from components.config.names import TEAM_ACCOUNT, team_datastore_schema
+from components.config.names import TEAM_ACCOUNT, datastore_schema
 from components.ops.kube import api_client, cluster_ca, token_kubeconfig
 from components.ops.team_token import token_seconds_left
 from components.ops.waiting import wait_until
@@ -212,7 +212,7 @@ def test_a_teams_control_plane_is_held_to_its_own_keys_and_ports(pulumi_cli, clu
 
     as_team_a, as_a = custom_of("team-a"), custom_of("a")
     (t,) = load_tenants("gpu-tenancy", [tenant("team-a", 31443, 31132)], CLUSTER)
-    spec = control_plane_spec(t, "172.31.0.2", "default", team_datastore_schema("gpu-tenancy", "team-a"))
+    spec = control_plane_spec(t, "172.31.0.2", "default", datastore_schema("gpu-tenancy", "team-a", "team-a"))
 
     def body(change: dict | None = None, name: str = "team-a") -> dict:
         made = {
@@ -272,7 +272,7 @@ def test_a_teams_control_plane_is_held_to_its_own_keys_and_ports(pulumi_cli, clu
     }
     for case, change in allowed.items():
         assert create(change) == "", case
-    a_schema = team_datastore_schema("gpu-tenancy", "a")
+    a_schema = datastore_schema("gpu-tenancy", "a", "a")
     privileged = {"privileged": True}
     refused = {
         # (change, the field the refusal names)
@@ -364,43 +364,48 @@ def test_a_teams_control_plane_is_held_to_its_own_keys_and_ports(pulumi_cli, clu
 def test_a_teams_namespace_bounds_its_control_plane_pods(cluster, stacks):
     """The quota and LimitRange the platform puts in each team's namespace, as Kamaji's pods meet
     them (created here as the admin, as Kamaji's controller would): a container without requests
-    gets LimitRange's, one over its memory cap is refused, and pods beyond the quota are refused."""
+    or limits gets LimitRange's, one over its memory cap is refused, memory limits beyond the
+    quota are refused, and so are pods beyond its count."""
     stacks[0]("team-a", tenant("team-a", 31443, 31132))
-    core = cluster.core()
+    core, ns = cluster.core(), "tenant-team-a"
+    SMALL = {"cpu": "10m", "memory": "64Mi"}  # noqa: N806 - a constant of this test
 
-    def pod(name: str, memory_limit: str | None = None) -> dict:
-        resources = {"limits": {"memory": memory_limit}} if memory_limit else {}
-        return {
-            "metadata": {"name": name},
-            "spec": {"containers": [{"name": "kube-apiserver", "image": "x", "resources": resources}]},
-        }
+    def pod(name: str, *limits: str) -> dict:
+        """A pod of one container per memory limit given, each asking for little (a limit alone
+        would be its request too), or one container with LimitRange's defaults."""
+        containers = [
+            {"name": f"c{i}", "image": "x", "resources": {"requests": SMALL, "limits": {"memory": m}} if m else {}}
+            for i, m in enumerate(limits or (None,))
+        ]
+        return {"metadata": {"name": name}, "spec": {"containers": containers}}
 
-    made = core.create_namespaced_pod("tenant-team-a", pod("cp-0"), dry_run="All")
-    requests = made.spec.containers[0].resources.requests
-    assert requests == {
-        "cpu": CONTAINER_LIMITS["defaultRequest"]["cpu"],
-        "memory": CONTAINER_LIMITS["defaultRequest"]["memory"],
-    }
-    assert status(core.create_namespaced_pod, "tenant-team-a", pod("big", "64Gi"), dry_run="All") == 403
-    wait_until(
-        lambda: core.read_namespaced_resource_quota(TEAM_ACCOUNT, "tenant-team-a").status.hard,
-        timeout=60,
-        what="the quota controller to take up team-a's quota",
-    )
+    def used(resource: str) -> str | None:
+        return (core.read_namespaced_resource_quota(TEAM_ACCOUNT, ns).status.used or {}).get(resource)
+
+    made = core.create_namespaced_pod(ns, pod("cp-0"), dry_run="All")
+    resources = made.spec.containers[0].resources
+    assert resources.requests == CONTAINER_LIMITS["defaultRequest"] and resources.limits == CONTAINER_LIMITS["default"]
+    assert status(core.create_namespaced_pod, ns, pod("big", "64Gi"), dry_run="All") == 403
+    wait_until(lambda: used("pods") == "0", timeout=60, what="the quota controller to take up team-a's quota")
+    # memory limits: four pods at the 4 GiB cap hold 16 GiB of the 24; 12 GiB more is refused
+    for i in range(4):
+        core.create_namespaced_pod(ns, pod(f"big-{i}", "4Gi"))
+    wait_until(lambda: used("limits.memory") == "16Gi", timeout=60, what="the quota to count memory limits")
+    refused = ""
+    try:
+        core.create_namespaced_pod(ns, pod("more", "4Gi", "4Gi", "4Gi"), dry_run="All")
+    except client.ApiException as exc:
+        refused = f"{exc.status} {exc.body}"
+    assert refused.startswith("403") and "exceeded quota" in refused and "limits.memory" in refused, refused
+    # pods: up to the quota's count, then refused
     limit = int(CONTROL_PLANE_QUOTA["pods"])
-    for i in range(limit):
-        core.create_namespaced_pod("tenant-team-a", pod(f"cp-{i}"))
-    wait_until(
-        lambda: (
-            core.read_namespaced_resource_quota(TEAM_ACCOUNT, "tenant-team-a").status.used.get("pods") == str(limit)
-        ),
-        timeout=60,
-        what="the quota controller to count team-a's pods",
-    )
-    assert status(core.create_namespaced_pod, "tenant-team-a", pod("one-more"), dry_run="All") == 403
-    for i in range(limit):
-        core.delete_namespaced_pod(f"cp-{i}", "tenant-team-a", grace_period_seconds=0)
+    for i in range(4, limit):
+        core.create_namespaced_pod(ns, pod(f"cp-{i}"))
+    wait_until(lambda: used("pods") == str(limit), timeout=60, what="the quota controller to count team-a's pods")
+    assert status(core.create_namespaced_pod, ns, pod("one-more"), dry_run="All") == 403
+    for p in core.list_namespaced_pod(ns).items:
+        core.delete_namespaced_pod(p.metadata.name, ns, grace_period_seconds=0)
 
 
 def b_schema() -> str:
-    return team_datastore_schema("gpu-tenancy", "team-b")
+    return datastore_schema("gpu-tenancy", "team-b", "team-b")

@@ -21,7 +21,12 @@ from components.platform.control_plane_fields import (
     present,
     refusal,
 )
-from components.platform.team_access import CONTROL_PLANE_QUOTA, control_plane_policy
+from components.platform.team_access import (
+    CONTAINER_LIMITS,
+    CONTROL_PLANE_CONTAINERS,
+    CONTROL_PLANE_QUOTA,
+    control_plane_policy,
+)
 from tests.support.kamaji_crd import spec_schema
 
 SLOT = TeamSlot(name="team-a", api_port=31443, konnectivity_port=31132)
@@ -157,7 +162,12 @@ def test_policy_judges_the_teams_own_requests():
 
 
 def test_quota_holds_the_replica_cap_through_a_rollout():
-    assert int(CONTROL_PLANE_QUOTA["pods"]) >= 2 * MAX_CONTROL_PLANE_REPLICAS
+    """A rollout at the replica cap (100 % surge) fits, its containers at LimitRange's defaults;
+    memory limits are bounded, not only requests (limits are what a pod may really use)."""
+    surged = 2 * MAX_CONTROL_PLANE_REPLICAS
+    assert int(CONTROL_PLANE_QUOTA["pods"]) >= surged
+    default = int(CONTAINER_LIMITS["default"]["memory"].removesuffix("Gi"))
+    assert int(CONTROL_PLANE_QUOTA["limits.memory"].removesuffix("Gi")) == surged * CONTROL_PLANE_CONTAINERS * default
     assert CONTROL_PLANE_QUOTA["count/tenantcontrolplanes.kamaji.clastix.io"] == "1"
 
 

@@ -45,8 +45,9 @@ def platform_outputs():
             "address": "172.31.0.2",
             "datastore": "default",
             "teams": [
-                {"name": "team-a", "apiPort": 31443, "konnectivityPort": 31132},
-                {"name": "team-b", "apiPort": 31444, "konnectivityPort": 31133},
+                # the keys the platform named (team-a's stack, say, was named prod)
+                {"name": "team-a", "apiPort": 31443, "konnectivityPort": 31132, "schema": "gpu_tenancy_prod_team_a"},
+                {"name": "team-b", "apiPort": 31444, "konnectivityPort": 31133, "schema": "gpu_tenancy_team_b_team_b"},
             ],
         }
     }
@@ -66,8 +67,8 @@ def test_platform_stack_builds_cluster_and_kamaji_and_exports_for_teams():
     assert out["managementServer"] == "https://172.31.0.2:6443" and out["managementCa"]
     assert "secret" not in json.dumps(out) and "token" not in json.dumps(out).lower()
     assert out["teams"] == [
-        {"name": "team-a", "apiPort": 31443, "konnectivityPort": 31132},
-        {"name": "team-b", "apiPort": 31444, "konnectivityPort": 31133},
+        {"name": "team-a", "apiPort": 31443, "konnectivityPort": 31132, "schema": "gpu_tenancy_team_a_team_a"},
+        {"name": "team-b", "apiPort": 31444, "konnectivityPort": 31133, "schema": "gpu_tenancy_team_b_team_b"},
     ]
 
 
@@ -122,7 +123,25 @@ def test_team_stack_creates_only_its_tenant_on_the_platform(platform_outputs, co
     worker = rec.named(f"{team}-worker-0-container").inputs
     assert worker["name"] == f"gpu-platform-{team}-worker-0"
     assert worker["networksAdvanced"][0]["name"] == "gpu-platform"
-    assert tcp.inputs["spec"]["dataStoreSchema"] == f"gpu_tenancy_{stack}_{team}".replace("-", "_")
+    # the keys the platform named for the team, not ones of the team stack's own making
+    (slot,) = [s for s in platform_outputs["platform"]["teams"] if s["name"] == team]
+    assert tcp.inputs["spec"]["dataStoreSchema"] == tcp.inputs["spec"]["dataStoreUsername"] == slot["schema"]
+
+
+def test_a_team_stack_on_a_platform_that_names_no_keys_stops_saying_so(platform_outputs):
+    for slot in platform_outputs["platform"]["teams"]:
+        del slot["schema"]
+    with pytest.raises(Exception, match="names no etcd keys for tenant 'team-a'.*`pulumi up` on the platform stack"):
+        run_program(team_config(TEAM_A), stack="team-a", secret_keys=("gpu-tenancy:managementToken",))
+
+
+def test_the_platform_names_each_teams_keys():
+    rec = run_program(PLATFORM, stack="platform")
+    schemas = {t["name"]: t["schema"] for t in rec.stack_outputs["platform"]["teams"]}
+    assert schemas == {"team-a": "gpu_tenancy_team_a_team_a", "team-b": "gpu_tenancy_team_b_team_b"}
+    policy = rec.named("team-team-a-tcp-policy").inputs["spec"]
+    (rule,) = [v["expression"] for v in policy["validations"] if "dataStoreSchema" in v["message"]]
+    assert "== 'gpu_tenancy_team_a_team_a'" in rule and "endsWith" not in rule
 
 
 def test_two_team_stacks_cannot_collide():
@@ -164,3 +183,52 @@ def test_platform_registry_rejects_duplicates_and_tenants():
         load_stack_config("gpu-tenancy", raw(config))
     with pytest.raises(ConfigError, match="a platform stack has no tenants"):
         load_stack_config("gpu-tenancy", raw({**PLATFORM, "gpu-tenancy:tenants": TEAM_A["gpu-tenancy:tenants"]}))
+
+
+def registry(*teams: dict) -> dict:
+    return {**raw(PLATFORM), "teams": list(teams)}
+
+
+def test_a_teams_stack_name_keeps_its_keys():
+    """A team whose stack is not named after it keeps the keys Kamaji made from its stack's name."""
+    cfg = load_stack_config(
+        "gpu-tenancy",
+        registry(
+            {"name": "team-a", "apiPort": 31443, "konnectivityPort": 31132, "stack": "prod"},
+            {"name": "team-b", "apiPort": 31444, "konnectivityPort": 31133},
+        ),
+    )
+    assert [s.datastore_schema("gpu-tenancy") for s in cfg.teams] == [
+        "gpu_tenancy_prod_team_a",
+        "gpu_tenancy_team_b_team_b",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("teams", "key", "said"),
+    [
+        (  # stack names may hold `_`: x_team + a and x + team-a both make gpu_tenancy_x_team_a
+            [
+                {"name": "a", "apiPort": 31443, "konnectivityPort": 31132, "stack": "x_team"},
+                {"name": "team-a", "apiPort": 31444, "konnectivityPort": 31133, "stack": "x"},
+            ],
+            "gpu-tenancy:teams[1].stack",
+            "would be a's too",
+        ),
+        (
+            [{"name": "a", "apiPort": 31443, "konnectivityPort": 31132, "stack": "prod.eu"}],
+            "gpu-tenancy:teams[0].stack",
+            "letters, digits",
+        ),
+        (
+            [{"name": "a", "apiPort": 31443, "konnectivityPort": 31132, "stack": ""}],
+            "gpu-tenancy:teams[0].stack",
+            "non-empty",
+        ),
+    ],
+)
+def test_a_registry_whose_teams_would_share_keys_or_name_no_stack_is_refused(teams, key, said):
+    with pytest.raises(ConfigError) as err:
+        load_stack_config("gpu-tenancy", registry(*teams))
+    ((found, message),) = err.value.problems
+    assert found == key and said in message

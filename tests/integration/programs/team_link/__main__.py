@@ -30,10 +30,8 @@ for t in cfg.tenants:
         api_version=TCP_API_VERSION,
         kind=TCP_KIND,
         metadata={"name": t.name, "namespace": tenant_namespace(t.name)},
-        spec=link.datastore.apply(
-            lambda d, t=t: control_plane_spec(
-                t, str(cfg.cluster.management_ip), d, cfg.datastore_schema(pulumi.get_stack(), t.name)
-            )
+        spec=pulumi.Output.all(link.datastore, link.schema(t.name)).apply(
+            lambda a, t=t: control_plane_spec(t, str(cfg.cluster.management_ip), a[0], a[1])
         ),
         opts=pulumi.ResourceOptions(provider=link.provider),
     )
