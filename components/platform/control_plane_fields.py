@@ -11,7 +11,7 @@ is judged once, here:
   NodePorts, NodePort service, a replica cap);
 - REFUSED: anything else (an image, an argument, a volume, a security context, a node placement or
   a service exposure of the team's choice in the shared cluster): absent, or at the value the
-  CRD's defaulting writes. An object Kamaji's webhook writes empty is judged key by key.
+  CRD's defaulting writes. An object Kamaji writes back empty is judged key by key.
 
 The CRD prunes unknown fields, so a spec holds only the fields judged here; a test walks Kamaji's
 schema and fails on any field not judged (a Kamaji upgrade's new fields are judged before use).
@@ -68,8 +68,9 @@ Tree = Mapping[str, "Judgment | Tree"]
 
 
 def _metadata(why: str) -> Tree:
-    """An `additionalMetadata` object: Kamaji's webhook writes it empty (`{}`, a Go struct without
-    omitempty), so its keys are what is refused, not the object."""
+    """An `additionalMetadata` object: Kamaji writes it back empty (`{}`, a Go struct without
+    omitempty, when it updates the whole object), so a team's next update carries it: its keys are
+    what is refused, not the object."""
     return {"labels": refused(why), "annotations": refused(why)}
 
 
