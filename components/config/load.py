@@ -221,6 +221,11 @@ def team_slot_problems(
                     f"tenant {t.name!r} uses ports {t.api_port}/{t.konnectivity_port} but the platform reserved "
                     f"{reserved[0]}/{reserved[1]} for it"
                 )
+            if not slot.get("schema"):
+                problems.append(
+                    f"the platform's registry names no etcd keys for tenant {t.name!r}: its stack predates them "
+                    "(run `pulumi up` on the platform stack first)"
+                )
     return problems
 
 

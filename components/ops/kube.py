@@ -136,6 +136,17 @@ def _names(doc: dict[str, Any], kind: str) -> str:
     return ", ".join(names) or "none"
 
 
+def _named_by_context(doc: dict[str, Any], context: object, field: str, name: object) -> dict[str, Any]:
+    """The cluster or user entry a context names; an error naming both when the file lacks it."""
+    found = _named(doc, f"{field}s", name, field)
+    if found is None:
+        raise KubeconfigError(
+            f"kubeconfig context {context!r} names {field} {name!r}, which is not one of its {field}s "
+            f"({_names(doc, f'{field}s')})"
+        )
+    return found
+
+
 def current_context(kubeconfig: str | dict[str, Any]) -> CurrentContext:
     """The cluster and user the kubeconfig's current-context names, as kubectl and client-go pick
     them: an adopted kubeconfig may hold several contexts, and their order means nothing. The one
@@ -157,19 +168,9 @@ def current_context(kubeconfig: str | dict[str, Any]) -> CurrentContext:
     cluster_name = context.get("cluster")
     if not cluster_name:
         raise KubeconfigError(f"kubeconfig context {name!r} names no cluster")
-    cluster = _named(doc, "clusters", cluster_name, "cluster")
-    if cluster is None:
-        raise KubeconfigError(
-            f"kubeconfig context {name!r} names cluster {cluster_name!r}, which is not one of its clusters "
-            f"({_names(doc, 'clusters')})"
-        )
+    cluster = _named_by_context(doc, name, "cluster", cluster_name)
     user_name = context.get("user") or None  # no user: anonymous, as client-go allows
-    user = _named(doc, "users", user_name, "user") if user_name else {}
-    if user is None:
-        raise KubeconfigError(
-            f"kubeconfig context {name!r} names user {user_name!r}, which is not one of its users "
-            f"({_names(doc, 'users')})"
-        )
+    user = _named_by_context(doc, name, "user", user_name) if user_name else {}
     return CurrentContext(str(name), str(cluster_name), cluster, user_name and str(user_name), user)
 
 

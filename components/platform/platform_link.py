@@ -52,13 +52,6 @@ def platform_outputs(
 
 def _checked(platform: dict[str, Any], cfg: StackConfig) -> dict[str, Any]:
     problems = team_slot_problems(platform.get("teams") or [], cfg.cluster.name, platform.get("lab", ""), cfg.tenants)
-    for t in cfg.tenants:
-        slot = next((s for s in platform.get("teams") or [] if s.get("name") == t.name), None)
-        if slot is not None and not slot.get("schema"):
-            problems.append(
-                f"the platform's registry names no etcd keys for tenant {t.name!r}: its stack predates them "
-                "(run `pulumi up` on the platform stack first)"
-            )
     if platform.get("address") != cfg.cluster.management_ip:
         problems.append(
             f"cluster.managementIp is {cfg.cluster.management_ip!r} but the platform's is {platform.get('address')!r}"

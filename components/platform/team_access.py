@@ -30,6 +30,7 @@ from components.config.names import (
 from components.platform.control_plane_fields import MAX_CONTROL_PLANE_REPLICAS, present, refusals
 
 TCP_GROUP = "kamaji.clastix.io"
+REPLICAS = "spec.controlPlane.deployment.replicas"
 ALL = ["get", "list", "watch", "create", "update", "patch", "delete"]
 READ = ["get", "list", "watch"]
 
@@ -50,7 +51,6 @@ def control_plane_policy(slot: TeamSlot, datastore: str, project: str) -> dict[s
     reconciles (finalizers, status) are its own."""
     team = slot.name
     schema = slot.datastore_schema(project)
-    dep = "object.spec.controlPlane.deployment"
 
     def rule(expression: str, message: str) -> dict[str, str]:
         return {"expression": expression, "message": f"team {team}'s control plane: {message}"}
@@ -77,8 +77,8 @@ def control_plane_policy(slot: TeamSlot, datastore: str, project: str) -> dict[s
             "spec.controlPlane.service.serviceType must be NodePort (on its reserved ports)",
         ),
         rule(
-            f"!has({dep}) || !has({dep}.replicas) || {dep}.replicas <= {MAX_CONTROL_PLANE_REPLICAS}",
-            f"spec.controlPlane.deployment.replicas may be at most {MAX_CONTROL_PLANE_REPLICAS}",
+            f"!({present(REPLICAS)}) || object.{REPLICAS} <= {MAX_CONTROL_PLANE_REPLICAS}",
+            f"{REPLICAS} may be at most {MAX_CONTROL_PLANE_REPLICAS}",
         ),
     ]
     refused = [rule(expression, f"{path} is not allowed ({why})") for path, expression, why in refusals()]
