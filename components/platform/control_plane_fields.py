@@ -191,6 +191,11 @@ def present(path: str) -> str:
     return " && ".join(f"has(object.{'.'.join(parts[: i + 1])})" for i in range(1, len(parts)))
 
 
+def equals(path: str, value: Any) -> str:
+    """A CEL test that a dotted path is set to `value` (a held field)."""
+    return f"{present(path)} && object.{path} == {_cel(value)}"
+
+
 def refusal(path: str, judgment: Judgment) -> str:
     """A CEL rule that holds when a refused field is absent or at its default."""
     if judgment.default is ABSENT:

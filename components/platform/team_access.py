@@ -27,7 +27,7 @@ from components.config.names import (
     team_account_user,
     tenant_namespace,
 )
-from components.platform.control_plane_fields import MAX_CONTROL_PLANE_REPLICAS, present, refusals
+from components.platform.control_plane_fields import MAX_CONTROL_PLANE_REPLICAS, equals, present, refusals
 
 TCP_GROUP = "kamaji.clastix.io"
 REPLICAS = "spec.controlPlane.deployment.replicas"
@@ -56,24 +56,19 @@ def control_plane_policy(slot: TeamSlot, datastore: str, project: str) -> dict[s
         return {"expression": expression, "message": f"team {team}'s control plane: {message}"}
 
     held = [
+        rule(equals("spec.dataStore", datastore), f"spec.dataStore must be the platform's ({datastore!r})"),
         rule(
-            f"has(object.spec.dataStore) && object.spec.dataStore == '{datastore}'",
-            f"spec.dataStore must be the platform's ({datastore!r})",
-        ),
-        rule(
-            f"has(object.spec.dataStoreSchema) && object.spec.dataStoreSchema == '{schema}' && "
-            f"has(object.spec.dataStoreUsername) && object.spec.dataStoreUsername == '{schema}'",
+            f"{equals('spec.dataStoreSchema', schema)} && {equals('spec.dataStoreUsername', schema)}",
             f"spec.dataStoreSchema and spec.dataStoreUsername must be {schema!r} (the team's own keys)",
         ),
         rule(
-            f"{present('spec.networkProfile.port')} && object.spec.networkProfile.port == {slot.api_port} && "
-            f"{present('spec.addons.konnectivity.server.port')} && "
-            f"object.spec.addons.konnectivity.server.port == {slot.konnectivity_port}",
+            f"{equals('spec.networkProfile.port', slot.api_port)} && "
+            f"{equals('spec.addons.konnectivity.server.port', slot.konnectivity_port)}",
             f"spec.networkProfile.port and spec.addons.konnectivity.server.port must be the NodePorts "
             f"reserved for it ({slot.api_port}, {slot.konnectivity_port})",
         ),
         rule(
-            "object.spec.controlPlane.service.serviceType == 'NodePort'",
+            equals("spec.controlPlane.service.serviceType", "NodePort"),
             "spec.controlPlane.service.serviceType must be NodePort (on its reserved ports)",
         ),
         rule(
