@@ -8,7 +8,9 @@ import ipaddress
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
+from cryptography import x509
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -164,6 +166,75 @@ def mapping(keys: Callable[[], list[str]]) -> Callable[[object], object]:
         return value
 
     return check
+
+
+# A registry host as an image names it: a DNS name or IPv4 address, an optional port.
+REGISTRY_HOST = re.compile(rf"^{_DOMAIN}$")
+
+
+def _mirror_endpoint(value: object) -> str:
+    """http(s)://host[:port] and nothing else: the runtime adds the API path (/v2/<registry>)."""
+    if not isinstance(value, str) or not value:
+        raise invalid(f"must be the mirror's URL, http://host[:port] or https://host[:port], got {value!r}")
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https"):
+        raise invalid(f"must start with http:// or https://, got {value!r}")
+    if parts.username or parts.password:
+        raise invalid(f"must not carry credentials, got {value!r}")
+    if parts.path or parts.query or parts.fragment or value.endswith(("?", "#")):
+        raise invalid(
+            f"must be http(s)://host[:port] without a path, got {value!r}: images are looked up under "
+            "/v2/<upstream registry>/ in it"
+        )
+    try:
+        port = parts.port
+    except ValueError:
+        raise invalid(f"has an invalid port, got {value!r}") from None
+    if not parts.hostname or not REGISTRY_HOST.match(parts.netloc) or port == 0:
+        raise invalid(f"must name a host, like http://172.17.0.1:5000, got {value!r}")
+    return value
+
+
+def _pem_certificates(value: object) -> str:
+    """One or more PEM certificates that parse (a CA given as a path or a key is refused here)."""
+    if not isinstance(value, str) or "-----BEGIN CERTIFICATE-----" not in value:
+        raise invalid(
+            "must be the mirror's CA certificate in PEM (-----BEGIN CERTIFICATE-----...), got "
+            f"{value[:40] + '...' if isinstance(value, str) and len(value) > 40 else value!r}"
+        )
+    try:
+        certs = x509.load_pem_x509_certificates(value.encode())
+    except ValueError as exc:
+        raise invalid(f"is not a readable PEM certificate: {exc}") from None
+    if not certs:
+        raise invalid("holds no certificate")
+    return value if value.endswith("\n") else value + "\n"
+
+
+def _http_url(value: object) -> str:
+    parts = urlsplit(value) if isinstance(value, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise invalid(f"must be an http(s):// URL, got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def pinned_image(what: str) -> Any:
+    """An image reference with a tag or a digest: a Docker engine pulls `latest` for neither."""
+
+    def check(value: object) -> str:
+        if not isinstance(value, str) or not IMAGE_REF.match(value) or len(value) > 255:
+            raise invalid(f"must be an image reference ({what}), got {value!r}")
+        last = value.rsplit("/", 1)[-1]
+        if ":" not in last and "@" not in value:
+            raise invalid(f"must pin a tag or a digest ({what}), got {value!r}")
+        return value
+
+    return Annotated[str, BeforeValidator(check), Field(min_length=1, max_length=255)]
+
+
+MirrorEndpoint = Annotated[str, BeforeValidator(_mirror_endpoint)]
+PemCertificates = Annotated[str, BeforeValidator(_pem_certificates)]
+HttpUrl = Annotated[str, BeforeValidator(_http_url)]
 
 
 DnsLabel = string(DNS_1123, "a DNS label (a-z, 0-9, '-')", 63)

@@ -12,17 +12,23 @@ from pathlib import Path
 
 import yaml
 
+from components.config import chart_sources
+from components.config.chart_sources import ChartSource, ChartSourceError
 from components.config.checks import tenant_checks, unique
 from components.config.fields import STACK_REF
 from components.config.model import (
+    CHARTS,
     MANAGEMENT_TOKEN_KEY,
     MODE_KUBECONFIG,
     ROLE_LAB,
     ROLE_PLATFORM,
     ROLE_TEAM,
     ROLES,
+    ChartsConfig,
     ClusterConfig,
     HamiConfig,
+    ImagesConfig,
+    MirrorConfig,
     StackConfig,
     TeamSlot,
     TenantConfig,
@@ -106,13 +112,44 @@ def load_tenants(project: str, raw: object, cluster: Mapping[str, object] | None
     return tenants
 
 
+def _mirror(project: str, raw: object, c: Collector) -> MirrorConfig | None:
+    if raw is None:
+        return None
+    mirror = read_section(MirrorConfig, raw, ("mirror",), project, c.problems)
+    if mirror is not None and mirror.ca_cert and not mirror.endpoint.startswith("https://"):
+        c.fail("mirror.caCert", f"is read only over https; the endpoint {mirror.endpoint} is plain http")
+    return mirror
+
+
+def _charts(project: str, raw: object, base: Path, c: Collector) -> dict[str, ChartSource]:
+    """Each chart's source, checked against the chart the stack pins (a directory is read)."""
+    given = read_section(ChartsConfig, raw, ("charts",), project, c.problems)
+    sources: dict[str, ChartSource] = {}
+    for key, (chart, version, repo) in CHARTS.items():
+        value = given.model_dump(by_alias=True).get(key) if given is not None else None
+        try:
+            sources[key] = (
+                chart_sources.repository(chart, version, repo)
+                if value is None
+                else chart_sources.parse(value, chart, version, base)
+            )
+        except ChartSourceError as exc:
+            c.fail(f"charts.{key}", str(exc))
+    return sources
+
+
 def load_stack_config(
-    project: str, raw: Mapping[str, object], kubeconfig_given: bool = False, management_token_given: bool = False
+    project: str,
+    raw: Mapping[str, object],
+    kubeconfig_given: bool = False,
+    management_token_given: bool = False,
+    base: Path | None = None,
 ) -> StackConfig:
     """Validate the raw config objects (`cluster`, `tenants`, `hami`, `role`, ...) into a StackConfig.
 
     `kubeconfig_given` says whether the secret `kubeconfig` key is set (its value is not read
-    here: it stays a secret Output).
+    here: it stays a secret Output). `base` is the project directory chart directories are
+    relative to (default: the working directory, where `pulumi up` runs the program).
     """
     c = Collector(project)
     cluster = read_section(ClusterConfig, raw.get("cluster"), ("cluster",), project, c.problems)
@@ -159,6 +196,9 @@ def load_stack_config(
     if cluster is not None and tenants:
         _subnet_room(cluster, tenants, c)
     teams = _teams(project, raw.get("teams"), role, c)
+    mirror = _mirror(project, raw.get("mirror"), c)
+    images = read_section(ImagesConfig, raw.get("images"), ("images",), project, c.problems)
+    charts = _charts(project, raw.get("charts"), base or Path.cwd(), c)
     if c.problems:
         raise ConfigError(c.problems)
     return StackConfig(
@@ -169,6 +209,9 @@ def load_stack_config(
         role=role,
         platform_stack=platform_stack if role == ROLE_TEAM else None,
         teams=tuple(teams),
+        mirror=mirror,
+        images=images,
+        charts=charts,
         warnings=tuple(c.warnings),
     )
 
@@ -231,11 +274,11 @@ def team_slot_problems(
 
 # What a stack's config holds, read by its key: objects and plain values (of the secrets,
 # `kubeconfig` and MANAGEMENT_TOKEN_KEY, only whether they are given).
-OBJECT_KEYS = ("cluster", "tenants", "hami", "teams")
+OBJECT_KEYS = ("cluster", "tenants", "hami", "teams", "mirror", "images", "charts")
 TEXT_KEYS = ("role", "platformStack")
 
 
-def load_config(project: str, value: Callable[[str], object]) -> StackConfig:
+def load_config(project: str, value: Callable[[str], object], base: Path | None = None) -> StackConfig:
     """The stack config from one lookup by key (without the `<project>:` prefix): Pulumi's own
     config at `up`, a stack file's `config:` for the offline tools."""
     return load_stack_config(
@@ -243,6 +286,7 @@ def load_config(project: str, value: Callable[[str], object]) -> StackConfig:
         {key: value(key) for key in (*OBJECT_KEYS, *TEXT_KEYS)},
         kubeconfig_given=value("kubeconfig") is not None,
         management_token_given=value(MANAGEMENT_TOKEN_KEY) is not None,
+        base=base,
     )
 
 
@@ -250,9 +294,10 @@ class StackFileError(ValueError):
     """A stack file that cannot be read as one (missing, not YAML, no `config:`, no tenants)."""
 
 
-def read_stack_file(path: Path) -> tuple[str, dict[str, object]]:
+def read_stack_file(path: Path, any_role: bool = False) -> tuple[str, dict[str, object]]:
     """(project, config by key without its prefix) of a Pulumi stack file; the project is the
-    prefix of its one `<project>:tenants` key."""
+    prefix of its one `<project>:tenants` key (`any_role`: or of all its keys, as a platform
+    stack has no tenants)."""
     try:
         doc = yaml.safe_load(path.read_text())
     except OSError as exc:
@@ -266,6 +311,9 @@ def read_stack_file(path: Path) -> tuple[str, dict[str, object]]:
     if not isinstance(config, Mapping):
         raise StackFileError(f"stack file {path} has no `config:` mapping (a Pulumi stack file has one)")
     keys = sorted(k for k in config if isinstance(k, str) and k.endswith(":tenants"))
+    projects = {k.split(":", 1)[0] for k in config if isinstance(k, str) and ":" in k}
+    if any_role and not keys and len(projects) == 1:
+        keys = [f"{next(iter(projects))}:tenants"]
     if len(keys) != 1:
         found = f"found {', '.join(keys)}" if keys else "found none"
         raise StackFileError(f"stack file {path} needs exactly one `<project>:tenants` key under config; {found}")
@@ -274,7 +322,14 @@ def read_stack_file(path: Path) -> tuple[str, dict[str, object]]:
     return project, {k[len(prefix) :]: v for k, v in config.items() if isinstance(k, str) and k.startswith(prefix)}
 
 
-def load_stack_file(path: Path) -> StackConfig:
-    """A stack file's whole config, validated exactly as `up` validates it."""
-    project, config = read_stack_file(path)
-    return load_config(project, config.get)
+def load_stack_file(path: Path, secrets_set: bool = False) -> StackConfig:
+    """A stack file's whole config, validated exactly as `up` validates it (`secrets_set`: as if
+    its secret keys were set, for tools that never read them; any role's stack file then)."""
+    project, config = read_stack_file(path, any_role=secrets_set)
+
+    def value(key: str) -> object:
+        if secrets_set and key in ("kubeconfig", MANAGEMENT_TOKEN_KEY):
+            return config.get(key, "(secret)")
+        return config.get(key)
+
+    return load_config(project, value, base=path.resolve().parent)

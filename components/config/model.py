@@ -7,9 +7,10 @@ and the README's table in `reference`.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from pydantic import (
     BeforeValidator,
@@ -17,17 +18,22 @@ from pydantic import (
 )
 
 from components.config import versions
+from components.config.chart_sources import ChartSource, repository
 from components.config.fields import (
     DNS_1035,
     DNS_1123,
     IMAGE_REF,
     IMAGE_REPOSITORY,
+    REGISTRY_HOST,
     STACK_NAME,
     Address,
     Bool,
     DnsLabel,
+    HttpUrl,
+    MirrorEndpoint,
     Model,
     Network,
+    PemCertificates,
     Port,
     Section,
     Strings,
@@ -35,6 +41,7 @@ from components.config.fields import (
     go_duration,
     integer,
     list_of,
+    pinned_image,
     section,
     string,
 )
@@ -353,8 +360,11 @@ class TenantConfig(Section):
         (), description="GPU workloads the stack creates in the tenant"
     )
 
-    def worker_image(self, node_image: str | None) -> str:
-        """The docker workers' image: `<node_image>:<version>` (the lab's build), else kind's pinned one."""
+    def worker_image(self, node_image: str | None, overrides: Mapping[str, str] | None = None) -> str:
+        """The docker workers' image: `images.nodes` at its version, else `<node_image>:<version>` (the
+        lab's build), else kind's pinned one."""
+        if overrides and self.kubernetes_version in overrides:
+            return overrides[self.kubernetes_version]
         if node_image:
             return f"{node_image}:{self.kubernetes_version}"
         return versions.KIND_NODE_IMAGES[self.kubernetes_version]
@@ -438,6 +448,100 @@ class TenantConfig(Section):
         return [w.demand(models) for w in self.workloads]
 
 
+class MirrorConfig(Section):
+    """The registry every node's container runtime pulls through (a closed network's, or the
+    lab's own: tools/lab/registry.sh); images keep their upstream names (components.config.image_refs)."""
+
+    endpoint: MirrorEndpoint = Field(
+        description="`http://host[:port]` or `https://host[:port]`, no path: each upstream registry's images are "
+        "kept under `/<registry>/` in it (`172.17.0.1:5000/registry.k8s.io/kube-apiserver`)"
+    )
+    ca_cert: PemCertificates | None = Field(
+        None, description="https only: the PEM CA that signed the mirror's certificate (default: the system's)"
+    )
+    registries: Annotated[
+        tuple[string(REGISTRY_HOST, "a registry host like nvcr.io or registry.example.com:5000", 255), ...],
+        BeforeValidator(list_of("registry hosts")),
+    ] = Field(
+        (),
+        description="more registries to send through it, beyond docker.io, registry.k8s.io, quay.io, ghcr.io and "
+        "those the stack's own images name",
+    )
+
+    @property
+    def host(self) -> str:
+        """`host[:port]`: the name images are kept under in it."""
+        return urlsplit(self.endpoint).netloc
+
+
+class ImagesConfig(Section):
+    """Images the Docker engine itself runs (it does not read the nodes' mirror): each on its own
+    key, tag or digest pinned; default: upstream's, pinned in components.config.versions."""
+
+    k3s: pinned_image("the management cluster's k3s image") = Field(
+        versions.K3S_IMAGE, alias="k3s", description="the management cluster's k3s"
+    )
+    kwok: pinned_image("KWOK's controller image") = Field(
+        versions.KWOK_IMAGE, description="KWOK's controller for kwok pools"
+    )
+    releaser_base: pinned_image("a Python 3.11 image with pip") = Field(
+        versions.RELEASER_BASE_IMAGE,
+        alias="releaserBase",
+        description="base of the release controller's image, which the token keeper runs too",
+    )
+    python_index: HttpUrl | None = Field(
+        None,
+        alias="pythonIndex",
+        description="a PyPI mirror's simple index the release controller's image installs its packages from "
+        "(default: pip's)",
+    )
+    nodes: Annotated[
+        dict[
+            choice(
+                tuple(versions.KIND_NODE_IMAGES),
+                lambda v: f"names no pinned tenant version: {v!r}; pinned: {', '.join(versions.KIND_NODE_IMAGES)}",
+            ),
+            pinned_image("a node image of that Kubernetes version"),
+        ],
+        BeforeValidator(lambda v: {} if v is None else v),
+    ] = Field(
+        {},
+        description="docker workers' image per tenant version (`v1.35.1: registry.example.com/kindest/node:v1.35.1"
+        "@sha256:...`): the image `cluster.nodeImage` (or kind's pinned one) names, from elsewhere; wins over both",
+    )
+
+
+# The charts a stack installs, by config key: (chart, pinned version, its repository).
+CHARTS = {
+    "certManager": (versions.CERT_MANAGER_CHART, versions.CERT_MANAGER_VERSION, versions.CERT_MANAGER_REPO),
+    "kamaji": (versions.KAMAJI_CHART, versions.KAMAJI_CHART_VERSION, versions.KAMAJI_REPO),
+    "hami": (versions.HAMI_CHART, versions.HAMI_CHART_VERSION, versions.HAMI_REPO),
+}
+_CHART_SOURCE = string(None, "a chart repository URL, an oci:// reference or a directory", 1024)
+
+
+class ChartsConfig(Section):
+    """Where each chart comes from (components.config.chart_sources): strings here, read and
+    checked against the pinned chart by load_stack_config."""
+
+    cert_manager: _CHART_SOURCE | None = Field(
+        None,
+        alias="certManager",
+        description=f"cert-manager {versions.CERT_MANAGER_VERSION}: a repository URL (default "
+        f"{versions.CERT_MANAGER_REPO}), `oci://host/path/cert-manager:{versions.CERT_MANAGER_VERSION}` or a directory",
+    )
+    kamaji: _CHART_SOURCE | None = Field(
+        None,
+        description=f"Kamaji {versions.KAMAJI_CHART_VERSION} with its kamaji-etcd dependency: a repository URL "
+        f"(default {versions.KAMAJI_REPO}), an oci:// reference or a directory (with charts/kamaji-etcd)",
+    )
+    hami: _CHART_SOURCE | None = Field(
+        None,
+        description=f"HAMi {versions.HAMI_CHART_VERSION}: a repository URL (default {versions.HAMI_REPO}), "
+        f"`oci://host/path/hami:{versions.HAMI_CHART_VERSION}` or a directory",
+    )
+
+
 class TeamSlot(Section):
     """A team's reserved ports and etcd keys on the shared platform (the platform stack's `teams`
     registry)."""
@@ -470,8 +574,18 @@ class StackConfig:
     role: str = ROLE_LAB
     platform_stack: str | None = None
     teams: tuple[TeamSlot, ...] = ()
+    # Closed networks: the nodes' registry mirror (None: pull from upstream), the Docker engine's
+    # own images, each chart's source by its config key (CHARTS).
+    mirror: MirrorConfig | None = None
+    images: ImagesConfig = ImagesConfig()
+    charts: Mapping[str, ChartSource] = field(default_factory=dict)
     # Not errors: said at `up` (e.g. a quota above what the fleet can hold).
     warnings: tuple[str, ...] = ()
+
+    def chart(self, key: str) -> ChartSource:
+        """Where the chart of config key `key` (CHARTS) comes from: `charts.<key>`, else its repository."""
+        chart, version, repo = CHARTS[key]
+        return self.charts.get(key) or repository(chart, version, repo)
 
     def datastore_schema(self, stack: str, tenant: str) -> str:
         """A lab's or platform's own tenant's etcd keys (a team stack's come from the platform,

@@ -15,11 +15,23 @@ K3S_IMAGE = "docker.io/rancher/k3s:v1.35.0-k3s1"
 CERT_MANAGER_CHART = "cert-manager"
 CERT_MANAGER_REPO = "https://charts.jetstack.io"
 CERT_MANAGER_VERSION = "v1.18.3"
+# The images cert-manager's chart runs at its own version (its values' image.repository defaults).
+CERT_MANAGER_IMAGES = tuple(
+    f"quay.io/jetstack/cert-manager-{c}:{CERT_MANAGER_VERSION}"
+    for c in ("controller", "webhook", "cainjector", "startupapicheck")
+)
 
 KAMAJI_CHART = "kamaji"
 KAMAJI_REPO = "https://clastix.github.io/charts"
 KAMAJI_CHART_VERSION = "0.0.0+latest"
 KAMAJI_IMAGE_TAG = "26.8.2-edge"
+KAMAJI_IMAGE = f"docker.io/clastix/kamaji:{KAMAJI_IMAGE_TAG}"
+# Kamaji 26.8.2-edge builds on k8s.io/kubernetes v1.36.3: its kubeadm picks each tenant's CoreDNS
+# (cmd/kubeadm/app/constants CoreDNSVersion) where the TCP names no tag.
+TENANT_COREDNS_IMAGE = "registry.k8s.io/coredns/coredns:v1.14.2"
+# kamaji-etcd (Kamaji's dependency, `>=0.15.0`: the repository's newest) runs etcd at its own
+# appVersion and its jobs' kubectl at the management cluster's minor: the chart decides both.
+KAMAJI_ETCD_IMAGES = ("quay.io/coreos/etcd", "docker.io/clastix/kubectl")
 # The kubeadm that Kamaji 26.8.2-edge embeds (internal/upgrade/kubeadm_version.go): the highest
 # tenant minor it accepts (see tenant_version).
 KAMAJI_KUBEADM_VERSION = "v1.36.0"
@@ -36,17 +48,23 @@ HAMI_CHART_VERSION = "2.8.3"
 # device config, RBAC (the same rules) and webhook as they are: the real-HAMi tier runs it so.
 HAMI_CHART_IMAGE_TAG = "v2.8.3"
 HAMI_EXTENDER_IMAGE_TAG = "v2.10.0"
+HAMI_IMAGE = "docker.io/projecthami/hami"
+# The chart's defaults for its mock device plugin and its webhook-certificate jobs (k8s >= 1.22).
+HAMI_MOCK_PLUGIN_IMAGE = "docker.io/projecthami/mock-device-plugin:1.0.1"
+HAMI_CERTGEN_IMAGE = "docker.io/liangjw/kube-webhook-certgen:v1.1.1"
 
 KUBE_SCHEDULER_REGISTRY = "registry.k8s.io"
 KUBE_SCHEDULER_REPOSITORY = "kube-scheduler"
 
 # Tenant Kubernetes versions with a worker image of the same release: the minors a tenant can be
 # on and move between (one minor up per `up`, see tenant_version). HAMi's kube-scheduler runs the
-# tenant's version too (registry.k8s.io/kube-scheduler:<version>). v1.36.1 is kind v0.32.0's
-# default node image (pinned by digest; kind published no v1.36.0 image), within Kamaji's v1.36.
+# tenant's version too (registry.k8s.io/kube-scheduler:<version>). Each is pinned by the digest
+# kind's release notes give: v1.35.1 is kind v0.31.0's default, v1.36.1 kind v0.32.0's (kind
+# published no v1.36.0 image), within Kamaji's v1.36.
 KIND_NODE_IMAGES = MappingProxyType(
     {
-        "v1.35.1": "docker.io/kindest/node:v1.35.1",
+        "v1.35.1": "docker.io/kindest/node:v1.35.1"
+        "@sha256:05d7bcdefbda08b4e038f644c4df690cdac3fba8b06f8289f30e10026720a1ab",
         "v1.36.1": "docker.io/kindest/node:v1.36.1"
         "@sha256:3489c7674813ba5d8b1a9977baea8a6e553784dab7b84759d1014dbd78f7ebd5",
     }
