@@ -21,7 +21,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpu_objects import workload_of  # noqa: E402
-from gpu_tenants import Tenants, attribute, demand_of, tenants_for  # noqa: E402
+from gpu_tenants import Tenants, attribute, closed_network_config_problems, demand_of, tenants_for  # noqa: E402
 from pulumi_policy import (  # noqa: E402
     EnforcementLevel,
     PolicyConfigSchema,
@@ -138,6 +138,11 @@ def validate_fit(args: StackValidationArgs, report_violation: ReportViolation) -
             report_violation(f"tenant {name}: {first} cannot be placed on its fleet ({t.fleet.describe()})")
 
 
+def validate_closed_network(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    for problem in closed_network_config_problems():
+        report_violation(problem)
+
+
 POLICIES = [
     ResourceValidationPolicy(
         name="gpu-tenant-known",
@@ -173,6 +178,12 @@ POLICIES = [
         validate=validate_quota,
         enforcement_level=EnforcementLevel.MANDATORY,
         config_schema=CONFIG_SCHEMA,
+    ),
+    StackValidationPolicy(
+        name="closed-network-sources",
+        description="The registry mirror, image overrides and chart sources are valid (the stack config's own checks).",
+        validate=validate_closed_network,
+        enforcement_level=EnforcementLevel.MANDATORY,
     ),
     StackValidationPolicy(
         name="gpu-fleet-fit",

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gpu_objects import STRATEGY_PATHS, Workload, safe  # noqa: E402
 from pulumi_policy.proxy import UnknownValueError  # noqa: E402
 
-from components.config.load import load_tenants  # noqa: E402
+from components.config.load import closed_network_problems, load_tenants  # noqa: E402
 from components.config.model import ClusterConfig, TenantConfig  # noqa: E402
 from components.config.names import PROJECT, TENANT_LABEL  # noqa: E402
 from components.config.problems import ConfigError  # noqa: E402
@@ -99,6 +99,18 @@ def _json(key: str) -> Any:
         return json.loads(STACK_CONFIG.get(key, "null"))
     except ValueError:
         return None
+
+
+# The project directory: chart directories in `charts` are relative to it, as at `up`.
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+CLOSED_NETWORK_KEYS = ("mirror", "images", "charts")
+
+
+def closed_network_config_problems() -> list[str]:
+    """The stack's `mirror`, `images` and `charts` keys judged by the config's own reader: each
+    problem in the words `pulumi up` uses (`gpu-tenancy:mirror.endpoint: ...`)."""
+    raw = {key: _json(f"{PROJECT}:{key}") for key in CLOSED_NETWORK_KEYS}
+    return closed_network_problems(PROJECT, raw, PROJECT_DIR)
 
 
 def tenants_for(config: Mapping[str, Any] | None) -> Tenants:

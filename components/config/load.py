@@ -138,6 +138,22 @@ def _charts(project: str, raw: object, base: Path, c: Collector) -> dict[str, Ch
     return sources
 
 
+def _closed_network(
+    project: str, raw: Mapping[str, object], base: Path, c: Collector
+) -> tuple[MirrorConfig | None, ImagesConfig, dict[str, ChartSource]]:
+    mirror = _mirror(project, raw.get("mirror"), c)
+    images = read_section(ImagesConfig, raw.get("images"), ("images",), project, c.problems)
+    return mirror, images, _charts(project, raw.get("charts"), base, c)
+
+
+def closed_network_problems(project: str, raw: Mapping[str, object], base: Path) -> list[str]:
+    """`<key>: <why>` for each problem of the `mirror`, `images` and `charts` keys: the policy
+    pack's words, the same as load_stack_config's."""
+    c = Collector(project)
+    _closed_network(project, raw, base, c)
+    return [f"{key}: {msg}" for key, msg in c.problems]
+
+
 def load_stack_config(
     project: str,
     raw: Mapping[str, object],
@@ -196,9 +212,7 @@ def load_stack_config(
     if cluster is not None and tenants:
         _subnet_room(cluster, tenants, c)
     teams = _teams(project, raw.get("teams"), role, c)
-    mirror = _mirror(project, raw.get("mirror"), c)
-    images = read_section(ImagesConfig, raw.get("images"), ("images",), project, c.problems)
-    charts = _charts(project, raw.get("charts"), base or Path.cwd(), c)
+    mirror, images, charts = _closed_network(project, raw, base or Path.cwd(), c)
     if c.problems:
         raise ConfigError(c.problems)
     return StackConfig(

@@ -385,3 +385,38 @@ def test_quotas_come_from_the_stack_config_when_the_pack_has_none():
         gt.STACK_CONFIG.clear()
     (refused,) = run_resource("gpu-tenant-known", *pods[0], config={})
     assert "no tenant quota is configured" in refused
+
+
+# --- stack policy: the closed-network keys, in the config check's own words -----------------
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        {"mirror": {"endpoint": "http://172.17.0.1:5000/v2"}},
+        {"mirror": {"endpoint": "http://m:5000", "registries": ["bad/host"]}, "images": {"k3s": "rancher/k3s"}},
+        {"charts": {"hami": "oci://172.17.0.1:5000/charts/hami", "kamaji": "/nonexistent/kamaji"}},
+    ],
+)
+def test_the_pack_refuses_a_closed_network_key_in_the_config_checks_words(keys):
+    import json
+
+    from components.config.load import load_stack_config
+    from components.config.problems import ConfigError
+
+    gt.STACK_CONFIG.clear()
+    gt.STACK_CONFIG.update({f"gpu-tenancy:{k}": json.dumps(v) for k, v in keys.items()})
+    try:
+        found = run_stack("closed-network-sources", [])
+    finally:
+        gt.STACK_CONFIG.clear()
+    with pytest.raises(ConfigError) as exc:
+        load_stack_config("gpu-tenancy", {"tenants": CONFIG["tenants"], **keys}, base=gt.PROJECT_DIR)
+    said = [f"{key}: {msg}" for key, msg in exc.value.problems]
+    assert found and sorted(found) == sorted(said)
+    assert POLICY["closed-network-sources"].enforcement_level == EnforcementLevel.MANDATORY
+
+
+def test_the_pack_passes_a_stack_without_closed_network_keys():
+    gt.STACK_CONFIG.clear()
+    assert run_stack("closed-network-sources", []) == []
