@@ -16,8 +16,11 @@ from components.config.model import (
     ROLE_LAB,
     ROLE_PLATFORM,
     ROLE_TEAM,
+    ChartsConfig,
     ClusterConfig,
     HamiConfig,
+    ImagesConfig,
+    MirrorConfig,
     TeamSlot,
     TenantConfig,
 )
@@ -53,6 +56,9 @@ SECTIONS: tuple[tuple[str, type[Section]], ...] = (
     ("hami", HamiConfig),
     ("tenants[]", TenantConfig),
     ("teams[]", TeamSlot),
+    ("mirror", MirrorConfig),
+    ("images", ImagesConfig),
+    ("charts", ChartsConfig),
 )
 
 
