@@ -12,6 +12,7 @@ import os
 import subprocess
 import threading
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -117,12 +118,22 @@ class DockerLab:
         self.gateway = ipam[0]["Gateway"]
         return self
 
-    def start_node(self, name: str, image: str, memory_mib: int = NODE_MEMORY_MIB) -> str:
+    def start_node(
+        self,
+        name: str,
+        image: str,
+        memory_mib: int = NODE_MEMORY_MIB,
+        files: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+    ) -> str:
+        """A node container as WorkerNode makes it: created, its files (path -> content) written
+        in, started."""
         full = f"{self.prefix}-{name}"
-        spec = NodeContainer(name=full, image=image, var_volume=f"{full}-var", memory_mib=memory_mib)
+        pairs = files.items() if isinstance(files, Mapping) else files
+        spec = NodeContainer(
+            name=full, image=image, var_volume=f"{full}-var", memory_mib=memory_mib, files=tuple(sorted(pairs))
+        )
         self.volumes.append(spec.var_volume)
-        cid = docker("run", *spec.docker_run_args(self.network))
-        self.containers[spec.name] = cid
+        self.containers[spec.name] = spec.start(self.network)
         return spec.name
 
     def exec(self, node: str, *cmd: str, check: bool = True, input: str | None = None, timeout: float = 120) -> str:
