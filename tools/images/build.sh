@@ -3,7 +3,10 @@
 # proxy), into the local Docker engine, each cached by its inputs:
 #   node [--kubernetes vX.Y.Z]...  the lab's node image gpu-tenancy/node:<version> (default: every
 #                                  version the stacks pin); pause and busybox built first
-#   pause | busybox                the two images a node carries so that it pulls nothing
+#   pause TAG | busybox            the two images a node carries so that it pulls nothing
+#   --push MIRROR_HOST (any target) then copies what the target built (each node image, the pause
+#                                  and busybox images) into the lab's registry mirror under their
+#                                  upstream names (tools/lab/mirror-push.sh)
 # Prints each image's build time (cold when nothing was cached) and size.
 # Needs: a Docker engine (tools/lab/docker.sh starts one), debootstrap, gcc, busybox-static, jq.
 set -euo pipefail
@@ -19,6 +22,9 @@ MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 PACKAGES=systemd,systemd-sysv,dbus,containerd,runc,containernetworking-plugins,iptables,iproute2,socat,conntrack,ethtool,ca-certificates,curl,kmod,procps,util-linux,mount,jq
 NODE_REPOSITORY=$(cd "$ROOT" && python3 -c 'from components.config.versions import LAB_NODE_REPOSITORY as r; print(r)')
 BUSYBOX_IMAGE=gpu-tenancy/busybox
+# What this run built (or found cached), in order: what --push copies.
+BUILT=()
+PUSH=""
 
 need() { command -v "$1" >/dev/null || { echo "error: $1 not found ($2)" >&2; exit 2; }; }
 
@@ -77,7 +83,8 @@ build_busybox() { # Debian's busybox-static (1.35) with its applets, FROM scratc
 }
 
 rootfs() { # a debootstrap rootfs tarball with PACKAGES, cached by the package list
-  local tarball=$WORK/rootfs-$SUITE-$(inputs_hash "$PACKAGES" "$MIRROR").tar
+  local tarball
+  tarball=$WORK/rootfs-$SUITE-$(inputs_hash "$PACKAGES" "$MIRROR").tar
   if [ ! -s "$tarball" ]; then
     need debootstrap "apt-get install debootstrap"
     local start=$SECONDS dir
@@ -96,7 +103,7 @@ rootfs() { # a debootstrap rootfs tarball with PACKAGES, cached by the package l
 build_node() { # build_node VERSION (vX.Y.Z)
   local version=$1 module=node/$1
   [ -f "$ROOT/tools/go/$module/go.mod" ] || {
-    echo "error: no wrapper module tools/go/$module for Kubernetes $version (pinned: $(ls "$ROOT/tools/go/node" | paste -sd' '))" >&2
+    echo "error: no wrapper module tools/go/$module for Kubernetes $version (pinned: $(cd "$ROOT/tools/go/node" && printf '%s ' *))" >&2
     exit 2
   }
   local start; start=$(date +%s)
@@ -110,6 +117,7 @@ build_node() { # build_node VERSION (vX.Y.Z)
   local image=$NODE_REPOSITORY:$version key
   key=$(inputs_hash "$IMAGES/node" "$ROOT/tools/lab/lab-runc" "$ROOT/tools/go/$module" "$tarball" "$pause" "$busybox" \
     "$(docker image inspect -f '{{.Id}}' "$pause" "$busybox")")
+  BUILT+=("$pause" "$busybox" "$image")
   if cached "$image" "$key"; then log "$image: cached"; return; fi
   local dir; dir=$(mktemp -d)
   tar -C "$dir" -xf "$tarball"
@@ -144,23 +152,48 @@ pinned_versions() {
   (cd "$ROOT" && python3 -c 'from components.config.versions import KIND_NODE_IMAGES; print(*KIND_NODE_IMAGES)')
 }
 
+usage() {
+  echo "usage: tools/images/build.sh node [--kubernetes vX.Y.Z]... | pause TAG | busybox   [--push MIRROR_HOST]" >&2
+  exit 2
+}
+
+# push: what this run built, each once, into the mirror.
+push() {
+  [ -n "$PUSH" ] || return 0
+  local -A seen=()
+  local images=() image
+  for image in "${BUILT[@]}"; do
+    [ -n "${seen[$image]:-}" ] || { seen[$image]=1; images+=("$image"); }
+  done
+  log "pushing ${#images[@]} image(s) to $PUSH"
+  bash "$ROOT/tools/lab/mirror-push.sh" "$PUSH" "${images[@]}"
+}
+
 need docker "apt-get install docker.io"
 docker info >/dev/null 2>&1 || { echo "error: no Docker engine answers (start one: bash tools/lab/docker.sh)" >&2; exit 2; }
 target=${1:-}
 shift || true
+versions=()
+pause_tag=""
+while [ $# -gt 0 ]; do
+  case "$target:$1" in
+    *:--push) PUSH=${2:-}; [ -n "$PUSH" ] || { echo "error: --push needs the mirror's host[:port]" >&2; exit 2; }; shift 2 ;;
+    node:--kubernetes) versions+=("${2:?--kubernetes needs a version}"); shift 2 ;;
+    pause:-*) echo "error: unknown argument $1" >&2; exit 2 ;;
+    pause:*) [ -z "$pause_tag" ] || usage; pause_tag=$1; shift ;;
+    *) echo "error: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
 case "$target" in
   node)
-    versions=()
-    while [ $# -gt 0 ]; do
-      case "$1" in
-        --kubernetes) versions+=("${2:?--kubernetes needs a version}"); shift 2 ;;
-        *) echo "error: unknown argument $1" >&2; exit 2 ;;
-      esac
-    done
     [ ${#versions[@]} -gt 0 ] || read -ra versions <<< "$(pinned_versions)"
     for v in "${versions[@]}"; do build_node "$v"; done
     ;;
-  pause) build_pause "${1:?pause needs the image tag, e.g. registry.k8s.io/pause:3.10.1}" ;;
-  busybox) build_busybox >/dev/null ;;
-  *) echo "usage: tools/images/build.sh node [--kubernetes vX.Y.Z]... | pause TAG | busybox" >&2; exit 2 ;;
+  pause)
+    build_pause "${pause_tag:?pause needs the image tag, e.g. registry.k8s.io/pause:3.10.1}"
+    BUILT+=("$pause_tag")
+    ;;
+  busybox) BUILT+=("$(build_busybox)") ;;
+  *) usage ;;
 esac
+push

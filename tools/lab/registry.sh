@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# The lab's local image registry, for closed networks: Debian's docker-registry (distribution
+# 2.8) run in the background, so lab nodes pull every image (upstream names kept, see
+# components/config/image_refs.py) from this host instead of the internet.
+#   start  [--listen ADDR:PORT]  start it (already running there: say where, exit 0)
+#   stop                         stop the registry this script started (its pid file), nothing else
+#   status                       where it runs (exit 0), or that it does not (exit 3)
+# It listens only where this host's own containers reach it: by default the gateway of Docker's
+# `bridge` network, port 5000 (node containers on any Docker network reach it through the host,
+# nothing outside the host does), or a loopback address; any other address is refused (exit 2).
+# One registry per cache: its config, storage, log and pid file live in
+# ${GPU_TENANCY_CACHE:-$HOME/.cache/gpu-tenancy}/registry. Plain HTTP, no authentication, delete
+# enabled. docker-registry is installed with apt-get where missing (its system service, which
+# would listen on every address, is stopped and disabled if the package started it).
+set -euo pipefail
+CACHE=${GPU_TENANCY_CACHE:-$HOME/.cache/gpu-tenancy}
+DIR=$CACHE/registry
+CONFIG=$DIR/config.yml
+PIDFILE=$DIR/registry.pid
+LOG=$DIR/registry.log
+DEFAULT_PORT=5000
+
+usage() { echo "usage: tools/lab/registry.sh start|stop|status [--listen ADDR:PORT]" >&2; exit 2; }
+refuse() { echo "error: $*" >&2; exit 2; }
+
+# running: the PID in the pid file when it is the registry this script started (not a reused PID).
+running() {
+  local pid
+  [ -s "$PIDFILE" ] || return 1
+  pid=$(cat "$PIDFILE")
+  [ -r "/proc/$pid/cmdline" ] || return 1
+  tr '\0' ' ' < "/proc/$pid/cmdline" | grep -qF "docker-registry serve $CONFIG" || return 1
+  echo "$pid"
+}
+
+# listening: the ADDR:PORT of the running registry's config.
+listening() { sed -n 's/^  addr: "\(.*\)"$/\1/p' "$CONFIG"; }
+
+url() { # url ADDR:PORT (an IPv6 address in brackets already)
+  echo "http://$1"
+}
+
+docker_gateways() {
+  local ids
+  ids=$(docker network ls -q) || return 1
+  [ -z "$ids" ] || echo "$ids" | xargs docker network inspect -f '{{range .IPAM.Config}}{{.Gateway}} {{end}}'
+}
+
+bridge_gateway() {
+  docker network inspect bridge -f '{{range .IPAM.Config}}{{.Gateway}} {{end}}' 2>/dev/null | awk '{print $1}'
+}
+
+is_loopback() { case "$1" in 127.*|::1|localhost) return 0 ;; *) return 1 ;; esac; }
+
+# check_listen ADDR:PORT: refused unless ADDR is loopback or a Docker network's gateway.
+check_listen() {
+  local listen=$1 addr port gateways
+  port=${listen##*:}
+  addr=${listen%:*}
+  addr=${addr#\[}; addr=${addr%\]}
+  if ! [[ "$listen" == *:* && "$port" =~ ^[0-9]{1,5}$ && "$port" -ge 1 && "$port" -le 65535 && -n "$addr" ]]; then
+    refuse "--listen $listen: expected ADDR:PORT (e.g. 172.17.0.1:5000)"
+  fi
+  is_loopback "$addr" && return 0
+  gateways=$(docker_gateways 2>/dev/null) ||
+    refuse "--listen $listen: no Docker engine answers to say its networks' gateways (start one: bash tools/lab/docker.sh)"
+  # shellcheck disable=SC2086 # one word per gateway
+  for gw in $gateways; do [ "$gw" = "$addr" ] && return 0; done
+  refuse "--listen $listen: $addr is neither a loopback address nor a Docker network's gateway" \
+    "($(echo "$gateways" | xargs | tr ' ' ',' || true)); the registry listens only where this host's containers reach it"
+}
+
+install_registry() {
+  command -v docker-registry >/dev/null && return 0
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    echo "error: no docker-registry (apt-get install docker-registry)" >&2
+    exit 1
+  fi
+  echo "registry: installing docker-registry (apt-get)" >&2
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-registry; } >/dev/null
+  if [ -d /run/systemd/system ] && systemctl is-active --quiet docker-registry 2>/dev/null; then
+    systemctl disable --now docker-registry >/dev/null 2>&1
+    echo "registry: stopped and disabled the package's docker-registry service (it listens on every address)" >&2
+  fi
+}
+
+write_config() { # write_config ADDR:PORT
+  mkdir -p "$DIR/storage"
+  cat > "$CONFIG" <<EOF
+# Written by tools/lab/registry.sh start.
+version: 0.1
+log:
+  level: info
+  formatter: text
+  fields:
+    service: registry
+storage:
+  filesystem:
+    rootdirectory: $DIR/storage
+  delete:
+    enabled: true
+  cache:
+    blobdescriptor: inmemory
+http:
+  addr: "$1"
+  headers:
+    X-Content-Type-Options: [nosniff]
+EOF
+}
+
+start() { # start ADDR:PORT
+  local listen=$1 pid
+  if pid=$(running); then
+    if [ "$(listening)" = "$listen" ]; then url "$listen"; exit 0; fi
+    echo "error: the registry already runs at $(url "$(listening)") (pid $pid); stop it first (tools/lab/registry.sh stop)" >&2
+    exit 1
+  fi
+  install_registry
+  write_config "$listen"
+  rm -f "$PIDFILE"
+  nohup docker-registry serve "$CONFIG" >>"$LOG" 2>&1 </dev/null &
+  pid=$!
+  echo "$pid" > "$PIDFILE"
+  for _ in $(seq 1 50); do
+    if curl -fsS -o /dev/null --max-time 1 "$(url "$listen")/v2/" 2>/dev/null; then url "$listen"; exit 0; fi
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  kill "$pid" 2>/dev/null || true
+  rm -f "$PIDFILE"
+  echo "error: the registry did not answer at $(url "$listen")/v2/ within 10 s; its log: $LOG" >&2
+  tail -n 5 "$LOG" >&2 || true
+  exit 1
+}
+
+stop() {
+  local pid
+  if ! pid=$(running); then
+    [ ! -e "$PIDFILE" ] || { rm -f "$PIDFILE"; echo "registry: not running (stale pid file removed)" >&2; exit 0; }
+    echo "registry: not running" >&2
+    exit 0
+  fi
+  kill "$pid"
+  for _ in $(seq 1 50); do
+    kill -0 "$pid" 2>/dev/null || { rm -f "$PIDFILE"; echo "registry: stopped (pid $pid)" >&2; exit 0; }
+    sleep 0.2
+  done
+  echo "error: the registry (pid $pid) did not stop within 10 s" >&2
+  exit 1
+}
+
+status() {
+  local pid
+  if pid=$(running); then echo "$(url "$(listening)") (pid $pid, log $LOG)"; exit 0; fi
+  echo "registry: not running" >&2
+  exit 3
+}
+
+action=${1:-}
+[ $# -gt 0 ] && shift
+listen=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --listen) listen=${2:-}; [ -n "$listen" ] || usage; shift 2 ;;
+    *) usage ;;
+  esac
+done
+case "$action" in
+  start)
+    if [ -z "$listen" ]; then
+      gateway=$(bridge_gateway)
+      [ -n "$gateway" ] || refuse "no Docker bridge network to listen on (start an engine: bash tools/lab/docker.sh), or give --listen ADDR:PORT"
+      listen=$gateway:$DEFAULT_PORT
+    fi
+    check_listen "$listen"
+    start "$listen"
+    ;;
+  stop) [ -z "$listen" ] || usage; stop ;;
+  status) [ -z "$listen" ] || usage; status ;;
+  *) usage ;;
+esac
