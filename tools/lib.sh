@@ -12,6 +12,16 @@ mkdir -p "$BIN"
 
 log() { printf '[build] %s\n' "$*" >&2; }
 
+# have NAME VERSION_REGEX ARGS...: true when NAME on PATH (outside our cache) prints the version.
+have() {
+  local name=$1 want=$2; shift 2
+  local found
+  found=$(PATH=$(printf '%s' "$PATH" | tr ':' '\n' | grep -vxF "$BIN" | paste -sd: -) command -v "$name" 2>/dev/null) || return 1
+  "$found" "$@" 2>/dev/null | grep -qE "$want" || return 1
+  ln -sf "$found" "$BIN/$name"
+  log "$name: using $found"
+}
+
 # kube_ldflags VERSION (vX.Y.Z): what `make` in k8s.io/kubernetes stamps into every binary.
 # Without it a binary built from modules reports v0.0.0-master, which kubeadm's version and skew
 # checks refuse.
