@@ -2,7 +2,7 @@
 # Builds (or reuses) the real upstream binaries the integration tier runs against, into a
 # cache outside the repository keyed by version, and writes an env file to source:
 #   pulumi + its Python language host and dynamic-provider launcher, the kubernetes provider
-#   plugin, kube-apiserver, kube-scheduler, kube-controller-manager, etcd, kwok, actionlint.
+#   plugin, Helm's CLI, kube-apiserver, kube-scheduler, kube-controller-manager, etcd, kwok, actionlint.
 # A binary of the right version already on PATH (a user's machine) is used as it is.
 # Usage: tools/build.sh [--print-env]   (cache: $GPU_TENANCY_CACHE, default ~/.cache/gpu-tenancy)
 set -euo pipefail
@@ -52,6 +52,14 @@ json.dump(schema, open("schema-embed.json", "w"), separators=(",", ":"))
 json.dump(json.load(open(src + "/terraform-mapping.json")), open("terraform-mapping-embed.json", "w"), separators=(",", ":"))
 PY' build pulumi-resource-kubernetes "$PULUMI_KUBERNETES_VERSION" kubernetes . \
   "-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$PULUMI_KUBERNETES_VERSION"
+
+# Helm's CLI at the Helm the provider vendors, built in the provider's module so that its
+# dependencies are the provider's (most packages are already compiled): the tests package charts
+# and push them to an OCI registry with it, as a closed network's mirror is filled.
+grep -qE "^\s+helm.sh/helm/v3 v$HELM_VERSION( |$)" "$ROOT/tools/go/kubernetes/go.mod" ||
+  { log "HELM_VERSION=$HELM_VERSION is not the Helm tools/go/kubernetes/go.mod requires"; exit 1; }
+have helm "^v$HELM_VERSION\b" version --short ||
+  build helm "$HELM_VERSION" kubernetes helm.sh/helm/v3/cmd/helm "-X helm.sh/helm/v3/internal/version.version=v$HELM_VERSION"
 
 # Kubernetes control plane and etcd for the test cluster.
 # Each reports its version (ldflags), as kubeadm's checks and `--version` expect.
