@@ -28,8 +28,16 @@ PUSH=""
 
 need() { command -v "$1" >/dev/null || { echo "error: $1 not found ($2)" >&2; exit 2; }; }
 
-# inputs_hash FILE_OR_DIR...: one hash of the build's inputs (the image's cache key).
-inputs_hash() { (for p in "$@"; do if [ -d "$p" ]; then find "$p" -type f | sort | xargs sha256sum; else printf '%s\n' "$p"; fi; done) | sha256sum | cut -c1-16; }
+# inputs_hash DIR_FILE_OR_WORD...: one hash of the build's inputs (the image's cache key): a
+# directory's files by their paths inside it and their contents, a file's contents, any other word
+# as it is; so a checkout elsewhere finds the same key, and an edited file a new one.
+inputs_hash() {
+  (for p in "$@"; do
+    if [ -d "$p" ]; then (cd "$p" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+    elif [ -f "$p" ]; then sha256sum <"$p"
+    else printf '%s\n' "$p"; fi
+  done) | sha256sum | cut -c1-16
+}
 
 # cached IMAGE KEY: true when IMAGE exists with that key (nothing to do).
 cached() { [ "$(docker image inspect -f '{{index .Config.Labels "gpu-tenancy.inputs"}}' "$1" 2>/dev/null)" = "$2" ]; }
