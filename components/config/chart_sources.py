@@ -4,6 +4,11 @@ One config string per chart: `https://...` (a chart repository), `oci://host[:po
 (an OCI registry, the tag being the chart's version), or a path (absolute, or relative to the
 project directory) holding the unpacked chart. Whatever the source, the version is the stack's
 pinned one: the values the stack gives are written for it.
+
+An oci:// reference names no scheme: the kubernetes provider's Helm (3.18) asks the registry over
+https and, when an HTTP server answers, over plain HTTP, whatever the host. Over https the
+registry must be trusted by the machine that runs `pulumi` (its system roots, or SSL_CERT_FILE):
+the provider pulls with a registry client of its own, to which repositoryOpts.caFile is not given.
 """
 
 from __future__ import annotations

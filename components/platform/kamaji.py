@@ -9,6 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import versions
+from components.config.chart_sources import ChartSource
 from components.platform.helm import Chart, HelmReleaseArgs, helm_release
 
 CERT_MANAGER_NAMESPACE = "cert-manager"
@@ -44,6 +45,9 @@ def kamaji_values() -> dict[str, Any]:
 @dataclass
 class KamajiPlatformArgs:
     provider: k8s.Provider
+    # Where each chart comes from (config `charts.certManager`, `charts.kamaji`); None: its repository.
+    cert_manager_chart: ChartSource | None = None
+    kamaji_chart: ChartSource | None = None
 
 
 class KamajiPlatform(pulumi.ComponentResource):
@@ -61,12 +65,25 @@ class KamajiPlatform(pulumi.ComponentResource):
         super().__init__("gpu-tenancy:index:KamajiPlatform", name, None, opts)
         self.cert_manager = helm_release(
             f"{name}-cert-manager",
-            HelmReleaseArgs(CERT_MANAGER, CERT_MANAGER_NAMESPACE, cert_manager_values(), args.provider),
+            HelmReleaseArgs(
+                CERT_MANAGER,
+                CERT_MANAGER_NAMESPACE,
+                cert_manager_values(),
+                args.provider,
+                source=args.cert_manager_chart,
+            ),
             parent=self,
         )
         self.release = helm_release(
             f"{name}-kamaji",
-            HelmReleaseArgs(KAMAJI, KAMAJI_NAMESPACE, kamaji_values(), args.provider, depends_on=[self.cert_manager]),
+            HelmReleaseArgs(
+                KAMAJI,
+                KAMAJI_NAMESPACE,
+                kamaji_values(),
+                args.provider,
+                depends_on=[self.cert_manager],
+                source=args.kamaji_chart,
+            ),
             parent=self,
         )
         self.datastore_name = DEFAULT_DATASTORE

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.config.chart_sources import ChartSource
 from components.config.model import (
     DEFAULT_JOIN_TOKEN_HOURS,
     POOL_DOCKER,
@@ -55,6 +56,8 @@ class GpuTenantArgs:
     owns_namespaces: bool = True
     # The cluster's `nodeImage` (a repository of the lab's node images), or None for kind's.
     node_image: str | None = None
+    # Where HAMi's chart comes from (config `charts.hami`); None: its repository.
+    hami_chart: ChartSource | None = None
 
 
 class GpuTenant(pulumi.ComponentResource):
@@ -224,6 +227,7 @@ class GpuTenant(pulumi.ComponentResource):
                     *self.simulated,
                     *([self.kwok] if self.kwok else []),
                 ],
+                hami_chart=args.hami_chart,
             ),
             opts=child,
         )

@@ -9,6 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import versions
+from components.config.chart_sources import ChartSource
 from components.config.model import POOL_DOCKER, HamiConfig
 from components.config.names import HAMI_NAMESPACE, POOL_MODE_LABEL
 from components.platform.helm import Chart, HelmReleaseArgs, helm_release
@@ -97,6 +98,8 @@ class HamiArgs:
     expected_devices: dict[str, list[str]]
     # Nodes and CNI: the scheduler pod needs a Ready node before the release can be ready.
     depends_on: list[pulumi.Resource] = field(default_factory=list)
+    # Where the chart comes from (config `charts.hami`); None: its repository.
+    hami_chart: ChartSource | None = None
 
 
 class Hami(pulumi.ComponentResource):
@@ -118,6 +121,7 @@ class Hami(pulumi.ComponentResource):
                 hami_values(args.kubernetes_version, args.hami, args.real_gpus),
                 args.provider,
                 depends_on=args.depends_on,
+                source=args.hami_chart,
             ),
             parent=self,
         )
