@@ -28,7 +28,7 @@ from components.config.model import POOL_DOCKER, HamiConfig
 from components.config.names import POOL_MODE_LABEL
 from components.platform.kamaji import kamaji_values
 from components.tenant.hami import hami_values
-from tests.support.charts import Helm, LabRegistry, Registry, write_chart
+from tests.support.charts import REGISTRY_SH, Helm, LabRegistry, Registry, write_chart
 from tests.support.cluster import free_port, routable_ip, self_signed, signed_by, start_cluster
 from tests.support.tools import ROOT, require
 
@@ -60,9 +60,11 @@ def helm(tools, tmp_path_factory) -> Helm:
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
-    """The lab's registry script, on a free loopback port, its files in a cache of its own."""
+    """The lab's registry script, on a free loopback port, its files in a cache of its own
+    (docker-registry started here where the script is missing)."""
     require_registry()
-    reg = LabRegistry(tmp_path_factory.mktemp("registry-cache"), f"127.0.0.1:{free_port()}")
+    listen, work = f"127.0.0.1:{free_port()}", tmp_path_factory.mktemp("registry-cache")
+    reg = LabRegistry(work, listen) if REGISTRY_SH.exists() else Registry(work, listen)
     yield reg
     reg.stop()
 
