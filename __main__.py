@@ -8,6 +8,7 @@ from functools import partial
 
 import pulumi
 
+from components.config.image_set import mirror_registries
 from components.config.load import OBJECT_KEYS, load_config
 from components.config.model import MANAGEMENT_TOKEN_KEY, MODE_KUBECONFIG, ROLE_LAB, ROLE_PLATFORM, ROLE_TEAM
 from components.config.problems import ConfigError
@@ -41,9 +42,19 @@ else:
         ManagementClusterArgs(
             cluster=cfg.cluster,
             kubeconfig=config.require_secret("kubeconfig") if cfg.cluster.mode == MODE_KUBECONFIG else None,
+            k3s_image=cfg.images.k3s,
+            mirror=cfg.mirror,
+            mirror_registries=mirror_registries(cfg),
         ),
     )
-    platform = KamajiPlatform("kamaji", KamajiPlatformArgs(provider=cluster.provider))
+    platform = KamajiPlatform(
+        "kamaji",
+        KamajiPlatformArgs(
+            provider=cluster.provider,
+            cert_manager_chart=cfg.chart("certManager"),
+            kamaji_chart=cfg.chart("kamaji"),
+        ),
+    )
     management_provider, network, datastore, kamaji = (
         cluster.provider,
         cluster.network.name,
@@ -64,7 +75,14 @@ else:
             )
         pulumi.export("platform", platform_outputs(cluster.kubeconfig, network, cfg, platform.datastore_name))
 
-release_controller_image = ReleaseControllerImage("releaser", ReleaseControllerImageArgs()) if cfg.tenants else None
+release_controller_image = (
+    ReleaseControllerImage(
+        "releaser",
+        ReleaseControllerImageArgs(base_image=cfg.images.releaser_base, python_index=cfg.images.python_index),
+    )
+    if cfg.tenants
+    else None
+)
 for t in cfg.tenants:
     tenant = GpuTenant(
         t.name,
@@ -82,6 +100,10 @@ for t in cfg.tenants:
             depends_on=[kamaji] if kamaji else [],
             owns_namespaces=cfg.role != ROLE_TEAM,
             node_image=cfg.cluster.node_image,
+            images=cfg.images,
+            mirror=cfg.mirror,
+            mirror_registries=mirror_registries(cfg),
+            hami_chart=cfg.chart("hami"),
         ),
     )
     pulumi.export(

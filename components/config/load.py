@@ -143,7 +143,15 @@ def _closed_network(
 ) -> tuple[MirrorConfig | None, ImagesConfig, dict[str, ChartSource]]:
     mirror = _mirror(project, raw.get("mirror"), c)
     images = read_section(ImagesConfig, raw.get("images"), ("images",), project, c.problems)
-    return mirror, images, _charts(project, raw.get("charts"), base, c)
+    charts = _charts(project, raw.get("charts"), base, c)
+    if mirror is not None and mirror.ca_cert:
+        for key, source in charts.items():
+            if source.kind == chart_sources.OCI and source.chart.startswith(f"oci://{mirror.host}/"):
+                c.warnings.append(
+                    f"charts.{key}: Helm pulls OCI charts trusting only the system's CAs, not mirror.caCert: run "
+                    "pulumi with SSL_CERT_FILE naming a bundle that holds it"
+                )
+    return mirror, images, charts
 
 
 def closed_network_problems(project: str, raw: Mapping[str, object], base: Path) -> list[str]:

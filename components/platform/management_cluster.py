@@ -10,8 +10,9 @@ import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
 from components.config import versions
-from components.config.model import MODE_DOCKER, ClusterConfig
+from components.config.model import MODE_DOCKER, ClusterConfig, MirrorConfig
 from components.ops.kube import rewrite_server
+from components.ops.registry_mirror import K3S, mirror_files
 
 K3S_API_PORT = 6443
 
@@ -32,6 +33,11 @@ class ManagementClusterArgs:
     cluster: ClusterConfig
     # Given when the cluster is adopted (config mode "kubeconfig"); a secret.
     kubeconfig: pulumi.Input[str] | None = None
+    # The k3s image (config `images.k3s`).
+    k3s_image: str = versions.K3S_IMAGE
+    # The registry mirror k3s pulls through (config `mirror`), for these registries.
+    mirror: MirrorConfig | None = None
+    mirror_registries: tuple[str, ...] = ()
 
 
 class ManagementCluster(pulumi.ComponentResource):
@@ -57,7 +63,7 @@ class ManagementCluster(pulumi.ComponentResource):
             opts=child,
         )
         if c.mode == MODE_DOCKER:
-            self.kubeconfig = self._k3s(name, c, child)
+            self.kubeconfig = self._k3s(name, args, child)
         else:
             if args.kubeconfig is None:
                 raise ValueError("an adopted management cluster needs its kubeconfig")
@@ -69,8 +75,9 @@ class ManagementCluster(pulumi.ComponentResource):
         )
         self.register_outputs({"kubeconfig": self.kubeconfig, "network": self.network.name})
 
-    def _k3s(self, name: str, c: ClusterConfig, child: pulumi.ResourceOptions) -> pulumi.Output[str]:
-        image = docker.RemoteImage(f"{name}-k3s-image", name=versions.K3S_IMAGE, keep_locally=True, opts=child)
+    def _k3s(self, name: str, args: ManagementClusterArgs, child: pulumi.ResourceOptions) -> pulumi.Output[str]:
+        c = args.cluster
+        image = docker.RemoteImage(f"{name}-k3s-image", name=args.k3s_image, keep_locally=True, opts=child)
         data = docker.Volume(f"{name}-k3s-data", name=f"{c.name}-k3s-data", opts=child)
         container = docker.Container(
             f"{name}-k3s",
@@ -83,6 +90,8 @@ class ManagementCluster(pulumi.ComponentResource):
                 f"--node-ip={c.management_ip}",
                 "--disable=traefik",
                 "--disable=servicelb",
+                # With a mirror, only the mirror: no pull falls back to the upstream registry.
+                *(["--disable-default-registry-endpoint"] if args.mirror else []),
             ],
             privileged=True,
             tmpfs={"/run": "", "/var/run": ""},
@@ -90,6 +99,12 @@ class ManagementCluster(pulumi.ComponentResource):
             networks_advanced=[
                 docker.ContainerNetworksAdvancedArgs(name=self.network.name, ipv4_address=c.management_ip)
             ],
+            # k3s reads its registries.yaml at start; None without a mirror (the container it had).
+            uploads=[
+                docker.ContainerUploadArgs(file=path, content=content, permissions="0600")
+                for path, content in sorted(mirror_files(args.mirror, args.mirror_registries, K3S).items())
+            ]
+            or None,
             restart="unless-stopped",
             must_run=True,
             opts=child,

@@ -25,6 +25,8 @@ PREVIOUS_TYPE = "gpu-tenancy:index:ReleaserImage"
 @dataclass
 class ReleaseControllerImageArgs:
     base_image: str = versions.RELEASER_BASE_IMAGE
+    # A PyPI mirror's simple index (config `images.pythonIndex`); None: pip's own.
+    python_index: str | None = None
 
 
 class ReleaseControllerImage(pulumi.ComponentResource):
@@ -42,7 +44,8 @@ class ReleaseControllerImage(pulumi.ComponentResource):
             build=docker.DockerBuildArgs(
                 context=".",
                 dockerfile=DOCKERFILE,
-                args={"BASE_IMAGE": args.base_image},
+                args={"BASE_IMAGE": args.base_image}
+                | ({"PIP_INDEX_URL": args.python_index} if args.python_index else {}),
             ),
             skip_push=True,
             opts=pulumi.ResourceOptions(parent=self),

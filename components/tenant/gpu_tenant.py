@@ -14,12 +14,15 @@ from components.config.model import (
     POOL_EXTERNAL,
     POOL_KWOK,
     HamiConfig,
+    ImagesConfig,
+    MirrorConfig,
     TenantConfig,
 )
 from components.config.names import pool_labels, workload_resource
 from components.gpu.inventory import node_devices
 from components.gpu.requests import Demand, total_usage
 from components.ops.bootstrap import kubeconfig_ca_hash
+from components.ops.registry_mirror import CONTAINERD, mirror_files
 from components.providers.node_handover import NodeSettled
 from components.providers.simulated_nodes import SimulatedNodes
 from components.tenant.control_plane import ControlPlane, ControlPlaneArgs
@@ -56,6 +59,11 @@ class GpuTenantArgs:
     owns_namespaces: bool = True
     # The cluster's `nodeImage` (a repository of the lab's node images), or None for kind's.
     node_image: str | None = None
+    # The Docker engine's images (`images`: node images per version, KWOK's).
+    images: ImagesConfig = field(default_factory=ImagesConfig)
+    # The registry mirror the docker workers pull through (config `mirror`), for these registries.
+    mirror: MirrorConfig | None = None
+    mirror_registries: tuple[str, ...] = ()
     # Where HAMi's chart comes from (config `charts.hami`); None: its repository.
     hami_chart: ChartSource | None = None
 
@@ -109,13 +117,14 @@ class GpuTenant(pulumi.ComponentResource):
         self.workers: list[WorkerNode] = []
         self.settled: list[NodeSettled] = []
         after: list[pulumi.Resource] = [self.control_plane.control_plane]
+        node_files = mirror_files(args.mirror, args.mirror_registries, CONTAINERD)
         for pool in t.pools_of(POOL_DOCKER):
             for i, node in enumerate(t.node_names(args.lab_name, pool)):
                 worker = WorkerNode(
                     f"{name}-{pool.name}-{i}",
                     WorkerNodeArgs(
                         node_name=node,
-                        image=t.worker_image(args.node_image),
+                        image=t.worker_image(args.node_image, args.images.nodes),
                         network=args.network,
                         endpoint=endpoint,
                         tenant_kubeconfig=admin,
@@ -123,6 +132,7 @@ class GpuTenant(pulumi.ComponentResource):
                         token_ttl_seconds=args.bootstrap_token_minutes * 60,
                         provider=provider,
                         labels=pool_labels(t.name, pool.name, POOL_DOCKER),
+                        files=node_files,
                         depends_on=[self.bootstrap],
                         after=after,
                     ),
@@ -168,6 +178,7 @@ class GpuTenant(pulumi.ComponentResource):
                     lab_name=args.lab_name,
                     network=args.network,
                     keeper_image=args.release_controller_image,
+                    image=args.images.kwok,
                     server=f"https://{endpoint}",
                     pod_cidr=t.pod_cidr,
                     tenant_provider=provider,

@@ -53,6 +53,8 @@ class KwokControllerArgs:
     tenant_provider: k8s.Provider
     # Used once, to issue the ServiceAccount's token; the containers never see it.
     admin_kubeconfig: pulumi.Input[str]
+    # KWOK's own image (config `images.kwok`).
+    image: str = versions.KWOK_IMAGE
 
 
 class KwokController(pulumi.ComponentResource):
@@ -104,7 +106,7 @@ class KwokController(pulumi.ComponentResource):
             wait_timeout=60,
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
-        image = docker.RemoteImage(f"{name}-image", name=versions.KWOK_IMAGE, keep_locally=True, opts=child)
+        image = docker.RemoteImage(f"{name}-image", name=args.image, keep_locally=True, opts=child)
         kwok_kubeconfig = pulumi.Output.from_input(args.admin_kubeconfig).apply(
             lambda admin: token_file_kubeconfig(args.server, cluster_ca(admin), TOKEN_FILE)
         )

@@ -117,6 +117,8 @@ class WorkerNodeArgs:
     # The tenant's provider and the node's pool labels (HAMi's scheduler is pinned by them).
     provider: k8s.Provider
     labels: dict[str, str]
+    # Files the container starts with (path -> content): its runtime's registry mirror.
+    files: dict[str, str] = field(default_factory=dict)
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     # What must be finished before this worker is drained or replaced: the control plane at the
     # tenant's version, and the previous worker settled (one worker at a time).
@@ -148,7 +150,12 @@ class WorkerNode(pulumi.ComponentResource):
             image=args.image,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, *args.after]),
         )
-        spec = NodeContainer(name=args.node_name, image=args.image, var_volume=f"{args.node_name}-var")
+        spec = NodeContainer(
+            name=args.node_name,
+            image=args.image,
+            var_volume=f"{args.node_name}-var",
+            files=tuple(sorted(args.files.items())),
+        )
         var = docker.Volume(f"{name}-var", name=spec.var_volume, opts=child)
         self.container = docker.Container(
             f"{name}-container",
@@ -166,6 +173,12 @@ class WorkerNode(pulumi.ComponentResource):
                 docker.ContainerVolumeArgs(host_path=MODULES_PATH, container_path=MODULES_PATH, read_only=True),
             ],
             networks_advanced=[docker.ContainerNetworksAdvancedArgs(name=args.network)],
+            # None without files: a lab without a mirror keeps the container it had.
+            uploads=[
+                docker.ContainerUploadArgs(file=path, content=content, permissions="0644")
+                for path, content in spec.files
+            ]
+            or None,
             restart="on-failure",
             max_retry_count=1,
             must_run=True,
