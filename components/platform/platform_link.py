@@ -37,6 +37,9 @@ def platform_outputs(
         "lab": cfg.cluster.name,
         "address": cfg.cluster.management_ip,
         "datastore": datastore,
+        # the lab's one registry mirror: a team's workers must pull through it too ("" for none:
+        # an output's null is dropped, and a missing key means a platform from before)
+        "mirror": cfg.mirror.endpoint if cfg.mirror else "",
         "teams": [
             {
                 "name": t.name,
@@ -55,6 +58,15 @@ def _checked(platform: dict[str, Any], cfg: StackConfig) -> dict[str, Any]:
     if platform.get("address") != cfg.cluster.management_ip:
         problems.append(
             f"cluster.managementIp is {cfg.cluster.management_ip!r} but the platform's is {platform.get('address')!r}"
+        )
+    mine = cfg.mirror.endpoint if cfg.mirror else None
+    theirs = platform.get("mirror") or None
+    if "mirror" in platform and theirs != mine:
+        problems.append(
+            f"mirror.endpoint is {mine!r} but the platform's lab pulls through {theirs!r}: the lab has one mirror"
+            if theirs
+            else f"mirror.endpoint is {mine!r} but the platform's lab has no mirror: unset it, or give the platform "
+            "stack the same one"
         )
     if problems:
         raise pulumi.RunError(

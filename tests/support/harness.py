@@ -7,6 +7,7 @@ kubeconfig Secret and image ids are canned values, so the program's own data flo
 from __future__ import annotations
 
 import base64
+import gc
 import json
 import runpy
 from dataclasses import dataclass, field
@@ -234,7 +235,13 @@ def run_program(config: dict[str, Any], stack: str = "dev", secret_keys: tuple[s
             lambda vals: recorder.stack_outputs.update(zip(exports, vals, strict=True))
         )
 
-    program()
+    try:
+        program()
+    finally:
+        # A program that stopped leaves futures holding its error; their finalizers log it. Run them
+        # now: run later by the garbage collector inside a compile(), CPython 3.11 fails that
+        # compile ("AST constructor recursion depth mismatch"), e.g. pytest's own import of a plugin.
+        gc.collect()
     return recorder
 
 

@@ -232,3 +232,32 @@ def test_a_registry_whose_teams_would_share_keys_or_name_no_stack_is_refused(tea
         load_stack_config("gpu-tenancy", registry(*teams))
     ((found, message),) = err.value.problems
     assert found == key and said in message
+
+
+@pytest.mark.parametrize(
+    ("platform_mirror", "team_mirror", "said"),
+    [
+        ("http://172.17.0.1:5000", None, "mirror.endpoint is None but the platform's lab pulls through"),
+        ("http://172.17.0.1:5000", "http://172.17.0.1:5001", "the lab has one mirror"),
+        (None, "http://172.17.0.1:5000", "the platform's lab has no mirror"),
+    ],
+)
+def test_a_team_stack_pulls_through_the_labs_one_mirror(platform_outputs, platform_mirror, team_mirror, said):
+    platform_outputs["platform"]["mirror"] = platform_mirror or ""
+    config = team_config(TEAM_A)
+    if team_mirror:
+        config["gpu-tenancy:mirror"] = {"endpoint": team_mirror}
+    with pytest.raises(Exception, match=said):
+        run_program(config, stack="team-a", secret_keys=("gpu-tenancy:managementToken",))
+    config["gpu-tenancy:mirror"] = {"endpoint": platform_mirror} if platform_mirror else None
+    if config["gpu-tenancy:mirror"] is None:
+        del config["gpu-tenancy:mirror"]
+    rec = run_program(config, stack="team-a", secret_keys=("gpu-tenancy:managementToken",))
+    worker = next(r for r in rec.of_type("docker:index/container:Container") if "worker" in r.name)
+    assert bool(worker.inputs.get("uploads")) == bool(platform_mirror)
+
+
+def test_the_platform_exports_its_mirror():
+    config = {**PLATFORM, "gpu-tenancy:mirror": {"endpoint": "http://172.17.0.1:5000"}}
+    assert run_program(config, stack="platform").stack_outputs["platform"]["mirror"] == "http://172.17.0.1:5000"
+    assert run_program(PLATFORM, stack="platform").stack_outputs["platform"]["mirror"] == ""
