@@ -2,25 +2,38 @@
 containerd files, pulls an image by its upstream name from the lab's registry (tools/lab/registry.sh,
 filled by tools/lab/mirror-push.sh), and with the registry stopped a pull fails naming the mirror.
 
-The registry listens on the Docker bridge network's gateway on a port of its own, with its cache
-in the test's temporary directory (a registry of the user's is left alone); the node sits on the
-lab's network and reaches it through the host. Nothing here is asked of any other address."""
+Then the mirror over HTTPS with a CA the stack is given (issue 38): a CA and a server certificate
+for the registry's address made here, the registry started with --tls, filled by mirror-push.sh
+--ca (verification on); a node started with the files for `Mirror("https://...", ca_pem)` pulls
+through it, and the same node with those files rewritten without the CA (containerd reads certs.d
+at every pull) fails the pull naming the mirror and the certificate it does not trust.
+
+Each registry listens on the Docker bridge network's gateway on a port of its own, with its cache
+in the test's temporary directory (a registry of the user's is left alone); the nodes sit on the
+lab's network and reach it through the host. Nothing here is asked of any other address."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shutil
 import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from components.config.image_refs import STANDARD_REGISTRIES, ImageRef
-from components.ops.registry_mirror import CONTAINERD_CERTS_DIR, Mirror, containerd_files
+from components.ops.registry_mirror import CA_FILE, CONTAINERD_CERTS_DIR, Mirror, containerd_files
 from tests.support.docker_lab import BUSYBOX, ROOT, docker, missing
 from tests.support.lab_join import join_worker, node_ready
 from tests.support.waits import settles
@@ -33,6 +46,8 @@ MIRROR_PUSH = ROOT / "tools/lab/mirror-push.sh"
 UPSTREAM = "docker.io/library/busybox:1.36"
 # An upstream name the mirror never had.
 ABSENT = "docker.io/library/busybox:1.37"
+# The HTTPS mirror's upstream name: a tag of its own, so its requests are told from the above.
+TLS_UPSTREAM = "docker.io/library/busybox:1.36.1"
 
 
 @dataclass
@@ -40,6 +55,7 @@ class Registry:
     endpoint: str
     env: dict[str, str]
     log: Path
+    ca: Path | None = None  # the CA (PEM) that signed an HTTPS registry's certificate
 
     @property
     def host(self) -> str:
@@ -57,20 +73,24 @@ def _free_port(address: str) -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def registry(engine, tmp_path_factory) -> Iterator[Registry]:
+def _bridge_gateway() -> str:
+    return docker("network", "inspect", "bridge", "--format", "{{(index .IPAM.Config 0).Gateway}}")
+
+
+@contextmanager
+def _lab_registry(cache: Path, address: str, *options: str) -> Iterator[Registry]:
+    """tools/lab/registry.sh start on `address`, a free port, its cache in `cache` (with --tls it
+    says https://, else http://); stopped after."""
     for tool, package in (("docker-registry", "docker-registry"), ("skopeo", "skopeo")):
         if shutil.which(tool) is None:
             missing(f"no {tool} (apt-get install {package})")
-    gateway = docker("network", "inspect", "bridge", "--format", "{{(index .IPAM.Config 0).Gateway}}")
-    cache = tmp_path_factory.mktemp("registry-cache")
     env = {**os.environ, "GPU_TENANCY_CACHE": str(cache)}
     reg = Registry(endpoint="", env=env, log=cache / "registry/registry.log")
-    listen = f"{gateway}:{_free_port(gateway)}"
-    started = reg.script("start", "--listen", listen)
+    listen = f"{address}:{_free_port(address)}"
+    started = reg.script("start", "--listen", listen, *options)
     assert started.returncode == 0, started.stderr
     reg.endpoint = started.stdout.strip()
-    assert reg.endpoint == f"http://{listen}"
+    assert reg.endpoint == f"{'https' if '--tls' in options else 'http'}://{listen}", started
     try:
         yield reg
     finally:
@@ -79,27 +99,41 @@ def registry(engine, tmp_path_factory) -> Iterator[Registry]:
 
 
 @pytest.fixture(scope="module")
-def mirrored(registry) -> Iterator[str]:
-    """UPSTREAM in the mirror: the lab's busybox tagged under that name locally (unless the engine
-    already has an image of that name, which is then pushed as it is), then mirror-push.sh."""
+def registry(engine, tmp_path_factory) -> Iterator[Registry]:
+    gateway = _bridge_gateway()
+    with _lab_registry(tmp_path_factory.mktemp("registry-cache"), gateway) as reg:
+        yield reg
+
+
+@contextmanager
+def _in_mirror(registry: Registry, upstream: str, *push_args: str) -> Iterator[str]:
+    """`upstream` in the mirror: the lab's busybox tagged under that name locally (unless the
+    engine already has an image of that name, which is then pushed as it is), then mirror-push.sh
+    with `push_args` (the mirror and its options); yields what mirror-push.sh said."""
     if not docker("image", "inspect", "--format", "{{.Id}}", BUSYBOX, check=False):
         missing(f"no {BUSYBOX} (build it: tools/images/build.sh busybox)")
-    tagged = not docker("image", "inspect", "--format", "{{.Id}}", UPSTREAM, check=False)
+    tagged = not docker("image", "inspect", "--format", "{{.Id}}", upstream, check=False)
     if tagged:
-        docker("tag", BUSYBOX, UPSTREAM)
+        docker("tag", BUSYBOX, upstream)
     try:
         start = time.monotonic()
         proc = subprocess.run(
-            ["bash", str(MIRROR_PUSH), registry.host, UPSTREAM], capture_output=True, text=True, timeout=300
+            ["bash", str(MIRROR_PUSH), *push_args, upstream], capture_output=True, text=True, timeout=300
         )
         print(f"\n[measured] mirror-push.sh {time.monotonic() - start:.1f} s: {proc.stderr.strip()}")
         assert proc.returncode == 0, proc.stderr
-        assert f"{UPSTREAM} -> {ImageRef.parse(UPSTREAM).in_mirror(registry.host)}" in proc.stderr
-        assert "plain HTTP" in proc.stderr
-        yield UPSTREAM
+        assert f"{upstream} -> {ImageRef.parse(upstream).in_mirror(registry.host)}" in proc.stderr
+        yield proc.stderr
     finally:
         if tagged:
-            docker("image", "rm", UPSTREAM, check=False)
+            docker("image", "rm", upstream, check=False)
+
+
+@pytest.fixture(scope="module")
+def mirrored(registry) -> Iterator[str]:
+    with _in_mirror(registry, UPSTREAM, registry.host) as said:
+        assert "plain HTTP" in said
+        yield UPSTREAM
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +151,7 @@ def node(control_plane, lab, image, files) -> str:
 
 
 def _pod(core, name: str, node: str, image: str) -> None:
+    """A pod on `node` running `image`, pulled at every start (imagePullPolicy Always)."""
     core.create_namespaced_pod(
         "default",
         {
@@ -132,6 +167,23 @@ def _pod(core, name: str, node: str, image: str) -> None:
             },
         },
     )
+
+
+def _pull_failed(core, pod: str) -> list[str]:
+    """The messages of the pod's `Failed` events that say a pull failed."""
+    events = core.list_namespaced_event("default", field_selector=f"involvedObject.name={pod}").items
+    return [e.message for e in events if e.reason == "Failed" and "Failed to pull image" in (e.message or "")]
+
+
+def _events(core, pod: str) -> list[tuple[str, str]]:
+    events = core.list_namespaced_event("default", field_selector=f"involvedObject.name={pod}").items
+    return [(e.reason, e.message) for e in events]
+
+
+def _requests(registry: Registry, path: str) -> list[str]:
+    """The registry's access lines for `path` from a containerd (HEAD or GET first)."""
+    lines = [line for line in registry.log.read_text().splitlines() if path in line and "containerd" in line]
+    return [line for line in lines if '"HEAD ' in line or '"GET ' in line] or lines
 
 
 def test_the_node_starts_with_the_mirror_s_files(node, lab, files):
@@ -151,9 +203,8 @@ def test_a_pod_naming_an_upstream_image_runs_from_the_mirror(control_plane, node
     assert settles(running, timeout=120, interval=0.5), core.read_namespaced_pod("from-mirror", "default").status
     seconds = time.monotonic() - start
     wanted = "/v2/docker.io/library/busybox/manifests/1.36"
-    lines = [line for line in registry.log.read_text().splitlines() if wanted in line and "containerd" in line]
-    assert lines, f"the registry's log has no request for {wanted}:\n{registry.log.read_text()[-3000:]}"
-    access = [line for line in lines if '"HEAD ' in line or '"GET ' in line] or lines
+    access = _requests(registry, wanted)
+    assert access, f"the registry's log has no request for {wanted}:\n{registry.log.read_text()[-3000:]}"
     print(f"\n[measured] pod Running {seconds:.1f} s after creation; registry log: {access[0]}")
 
 
@@ -167,14 +218,10 @@ def test_with_the_mirror_stopped_a_pull_fails_naming_the_mirror(control_plane, n
     found: list[str] = []
 
     def failed() -> bool:
-        events = core.list_namespaced_event("default", field_selector="involvedObject.name=mirror-down").items
-        found[:] = [e.message for e in events if e.reason == "Failed" and "Failed to pull image" in (e.message or "")]
+        found[:] = _pull_failed(core, "mirror-down")
         return bool(found)
 
-    assert settles(failed, timeout=120, interval=0.5), [
-        (e.reason, e.message)
-        for e in core.list_namespaced_event("default", field_selector="involvedObject.name=mirror-down").items
-    ]
+    assert settles(failed, timeout=120, interval=0.5), _events(core, "mirror-down")
     seconds = time.monotonic() - start
     print(f"\n[measured] pull failed {seconds:.1f} s after creation; event: {found[0]}")
     assert registry.host in found[0], found[0]
@@ -185,3 +232,165 @@ def test_with_the_mirror_stopped_a_pull_fails_naming_the_mirror(control_plane, n
         return state.reason if state else ""
 
     assert settles(lambda: waiting() in ("ErrImagePull", "ImagePullBackOff"), timeout=60), waiting()
+
+
+# --- the mirror over HTTPS, with a CA the stack is given --------------------------------------
+
+
+def _ca_and_server_certificate(directory: Path, address: str) -> tuple[str, Path, Path]:
+    """A CA of the test's own and a server certificate it signs for `address` (an IP address in
+    the subjectAltName, as Go's verification wants): the CA's PEM, the certificate's and key's files."""
+    now = datetime.now(UTC)
+    valid = {"not_valid_before": now - timedelta(minutes=5), "not_valid_after": now + timedelta(days=1)}
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gpu-tenancy test mirror CA")])
+    ca = (
+        x509.CertificateBuilder(
+            subject_name=ca_name,
+            issuer_name=ca_name,
+            public_key=ca_key.public_key(),
+            serial_number=x509.random_serial_number(),
+            **valid,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder(
+            subject_name=x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, address)]),
+            issuer_name=ca_name,
+            public_key=key.public_key(),
+            serial_number=x509.random_serial_number(),
+            **valid,
+        )
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(address))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert_file, key_file = directory / "registry.crt", directory / "registry.key"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.touch(mode=0o600)
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return ca.public_bytes(serialization.Encoding.PEM).decode(), cert_file, key_file
+
+
+@pytest.fixture(scope="module")
+def tls_registry(engine, tmp_path_factory) -> Iterator[Registry]:
+    gateway = _bridge_gateway()
+    pki = tmp_path_factory.mktemp("registry-pki")
+    ca_pem, cert, key = _ca_and_server_certificate(pki, gateway)
+    with _lab_registry(tmp_path_factory.mktemp("registry-tls-cache"), gateway, "--tls", str(cert), str(key)) as reg:
+        reg.ca = pki / "ca.crt"
+        reg.ca.write_text(ca_pem)
+        yield reg
+
+
+@pytest.fixture(scope="module")
+def tls_mirrored(tls_registry) -> Iterator[str]:
+    assert tls_registry.ca is not None
+    with _in_mirror(tls_registry, TLS_UPSTREAM, "--ca", str(tls_registry.ca), tls_registry.endpoint) as said:
+        assert f"over HTTPS, its certificate verified against the CA in {tls_registry.ca}" in said
+        yield TLS_UPSTREAM
+
+
+@pytest.fixture(scope="module")
+def tls_files(tls_registry) -> dict[str, str]:
+    assert tls_registry.ca is not None
+    return containerd_files(Mirror(tls_registry.endpoint, tls_registry.ca.read_text()), STANDARD_REGISTRIES)
+
+
+@pytest.fixture(scope="module")
+def tls_node(control_plane, lab, image, tls_files) -> str:
+    name = lab.start_node("mirror-tls", image, files=tls_files)
+    join_worker(control_plane, lab, name)
+    core = control_plane.core()
+    assert settles(lambda: node_ready(core, name), timeout=120, interval=1), f"{name} not Ready"
+    return name
+
+
+def test_the_https_node_starts_with_the_ca_beside_each_hosts_toml(tls_node, lab, tls_files):
+    assert set(tls_files) == {
+        f"{CONTAINERD_CERTS_DIR}/{r}/{f}" for r in STANDARD_REGISTRIES for f in ("hosts.toml", CA_FILE)
+    }
+    for path, content in tls_files.items():
+        assert lab.exec(tls_node, "cat", path) + "\n" == content
+    for r in STANDARD_REGISTRIES:
+        assert f'ca = "{CONTAINERD_CERTS_DIR}/{r}/{CA_FILE}"' in tls_files[f"{CONTAINERD_CERTS_DIR}/{r}/hosts.toml"]
+
+
+def test_over_https_a_pod_runs_from_the_mirror_trusting_the_ca_it_was_given(
+    control_plane, tls_node, tls_registry, tls_mirrored
+):
+    core = control_plane.core()
+    start = time.monotonic()
+    _pod(core, "from-tls-mirror", tls_node, tls_mirrored)
+
+    def running() -> bool:
+        return core.read_namespaced_pod("from-tls-mirror", "default").status.phase == "Running"
+
+    assert settles(running, timeout=120, interval=0.5), (
+        core.read_namespaced_pod("from-tls-mirror", "default").status,
+        _events(core, "from-tls-mirror"),
+    )
+    seconds = time.monotonic() - start
+    wanted = "/v2/docker.io/library/busybox/manifests/1.36.1"
+    access = _requests(tls_registry, wanted)
+    assert access, f"the registry's log has no request for {wanted}:\n{tls_registry.log.read_text()[-3000:]}"
+    print(f"\n[measured] pod Running {seconds:.1f} s after creation (https); registry log: {access[0]}")
+
+
+def test_without_the_ca_a_pull_fails_naming_the_mirror_and_its_untrusted_certificate(
+    control_plane, lab, tls_node, tls_registry, tls_mirrored
+):
+    """The same node, its files rewritten as for a mirror given without its CA: no `ca =` in any
+    hosts.toml, no CA file. containerd reads certs.d at every pull, so no restart; the image is in
+    the mirror, so the certificate is the only thing between the node and it."""
+    without_ca = containerd_files(Mirror(tls_registry.endpoint), STANDARD_REGISTRIES)
+    assert set(without_ca) == {f"{CONTAINERD_CERTS_DIR}/{r}/hosts.toml" for r in STANDARD_REGISTRIES}
+    for path, content in without_ca.items():
+        assert "ca = " not in content
+        lab.exec(tls_node, "sh", "-c", f"cat > {path}", input=content)
+        assert lab.exec(tls_node, "cat", path) + "\n" == content
+    lab.exec(tls_node, "rm", *(f"{CONTAINERD_CERTS_DIR}/{r}/{CA_FILE}" for r in STANDARD_REGISTRIES))
+    handshakes_before = tls_registry.log.read_text().count("TLS handshake error")
+
+    core = control_plane.core()
+    start = time.monotonic()
+    _pod(core, "tls-untrusted", tls_node, tls_mirrored)
+    found: list[str] = []
+
+    def failed() -> bool:
+        found[:] = _pull_failed(core, "tls-untrusted")
+        return bool(found)
+
+    assert settles(failed, timeout=120, interval=0.5), _events(core, "tls-untrusted")
+    seconds = time.monotonic() - start
+    print(f"\n[measured] pull failed {seconds:.1f} s after creation (https, no CA); event: {found[0]}")
+    assert f"https://{tls_registry.host}/v2/docker.io/library/busybox/manifests/1.36.1" in found[0], found[0]
+    assert "x509: certificate signed by unknown authority" in found[0], found[0]
+    # The node reached the mirror and refused its certificate (the registry's side of it).
+    handshakes = [line for line in tls_registry.log.read_text().splitlines() if "TLS handshake error" in line][
+        handshakes_before:
+    ]
+    print(f"[measured] registry log: {handshakes[0] if handshakes else '(no TLS handshake error)'}")
+    assert any("bad certificate" in line for line in handshakes), tls_registry.log.read_text()[-3000:]

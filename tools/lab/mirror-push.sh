@@ -1,24 +1,40 @@
 #!/usr/bin/env bash
 # Copies images from the local Docker engine into the lab's registry mirror under their upstream
 # names, so nodes whose runtime sends every registry through the mirror find them there:
-#   tools/lab/mirror-push.sh MIRROR IMAGE...      (or the images one per line on stdin)
-# MIRROR is host[:port] (e.g. 172.17.0.1:5000, what tools/lab/registry.sh start prints without
-# http://), or that URL with its scheme. Each image goes to ImageRef.parse(image).in_mirror(host)
+#   tools/lab/mirror-push.sh [--ca FILE] MIRROR IMAGE...      (or the images one per line on stdin)
+# MIRROR is host[:port] (e.g. 172.17.0.1:5000), or the URL tools/lab/registry.sh start prints
+# (http:// or https://); without a scheme the mirror is asked over plain HTTP first and taken for
+# HTTPS when that is not what it speaks. Each image goes to ImageRef.parse(image).in_mirror(host)
 # (components/config/image_refs.py, the one place the layout is said): registry.k8s.io/pause:3.10.1
 # -> 172.17.0.1:5000/registry.k8s.io/pause:3.10.1, busybox:1.36 ->
 # 172.17.0.1:5000/docker.io/library/busybox:1.36. A mirror answering plain HTTP is written to with
-# TLS verification off (skopeo's --dest-tls-verify=false, which also allows HTTP); over HTTPS it is
-# verified. An image the engine does not have is listed at the end as missing (exit 1), as is one
-# that failed to copy; nothing is skipped silently.
+# TLS verification off (skopeo's --dest-tls-verify=false, which also allows HTTP); over HTTPS its
+# certificate is always verified: against this machine's CAs, plus with --ca FILE (PEM) a private
+# CA, the one the stack gives its nodes for the mirror (skopeo's --dest-cert-dir with the CA as
+# ca.crt in a temporary directory, removed at exit). --ca for a mirror speaking plain HTTP is
+# refused (exit 2). An image the engine does not have is listed at the end as missing (exit 1), as
+# is one that failed to copy; nothing is skipped silently.
 # Needs: skopeo (apt-get install skopeo), a Docker engine, curl, python3.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 
-usage() { echo "usage: tools/lab/mirror-push.sh MIRROR_HOST[:PORT] IMAGE... (or images on stdin)" >&2; exit 2; }
+usage() { echo "usage: tools/lab/mirror-push.sh [--ca FILE] MIRROR_HOST[:PORT] IMAGE... (or images on stdin)" >&2; exit 2; }
 
+ca=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --ca) ca=${2:-}; if [ -z "$ca" ] || [[ "$ca" == --* ]]; then usage; fi; shift 2 ;;
+    --*) usage ;;
+    *) break ;;
+  esac
+done
 [ $# -ge 1 ] || usage
 mirror=$1
 shift
+if [ -n "$ca" ]; then
+  if ! [ -f "$ca" ] || ! [ -r "$ca" ]; then echo "error: --ca $ca: not a readable file" >&2; exit 2; fi
+  grep -q -- '-----BEGIN CERTIFICATE-----' "$ca" || { echo "error: --ca $ca: no PEM certificate in it" >&2; exit 2; }
+fi
 case "$mirror" in
   http://*) host=${mirror#http://}; scheme=http ;;
   https://*) host=${mirror#https://}; scheme=https ;;
@@ -48,8 +64,18 @@ if [ -z "$scheme" ]; then
 fi
 tls=()
 if [ "$scheme" = http ]; then
+  if [ -n "$ca" ]; then
+    echo "error: --ca $ca: $host speaks plain HTTP; a CA is for a mirror over HTTPS (give https://$host if it is one)" >&2
+    exit 2
+  fi
   tls=(--dest-tls-verify=false)
   echo "mirror-push: $host speaks plain HTTP: pushing with --dest-tls-verify=false" >&2
+elif [ -n "$ca" ]; then
+  certs=$(mktemp -d)
+  trap 'rm -rf "$certs"' EXIT
+  cp "$ca" "$certs/ca.crt"
+  tls=(--dest-cert-dir "$certs")
+  echo "mirror-push: $host over HTTPS, its certificate verified against the CA in $ca" >&2
 else
   echo "mirror-push: $host over HTTPS, its certificate verified" >&2
 fi

@@ -2,16 +2,23 @@
 # The lab's local image registry, for closed networks: Debian's docker-registry (distribution
 # 2.8) run in the background, so lab nodes pull every image (upstream names kept, see
 # components/config/image_refs.py) from this host instead of the internet.
-#   start  [--listen ADDR:PORT]  start it (already running there: say where, exit 0)
+#   start  [--listen ADDR:PORT] [--tls CERT KEY]
+#                                start it and print its URL (already running there the same way:
+#                                say where, exit 0)
 #   stop                         stop the registry this script started (its pid file), nothing else
 #   status                       where it runs (exit 0), or that it does not (exit 3)
 # It listens only where this host's own containers reach it: by default the gateway of Docker's
 # `bridge` network, port 5000 (node containers on any Docker network reach it through the host,
 # nothing outside the host does), or a loopback address; any other address is refused (exit 2).
 # One registry per cache: its config, storage, log and pid file live in
-# ${GPU_TENANCY_CACHE:-$HOME/.cache/gpu-tenancy}/registry. Plain HTTP, no authentication, delete
-# enabled. docker-registry is installed with apt-get where missing (its system service, which
-# would listen on every address, is stopped and disabled if the package started it).
+# ${GPU_TENANCY_CACHE:-$HOME/.cache/gpu-tenancy}/registry. Plain HTTP (prints http://ADDR:PORT), or
+# with --tls CERT KEY (PEM files: the server certificate, optionally followed by its chain, and its
+# private key; the config names them where they are) HTTPS only (prints https://ADDR:PORT). Nodes
+# must then trust the certificate's CA (the stack's mirror CA, written into each node's
+# hosts.toml); start warns when the certificate does not verify for ADDR with CERT itself as the
+# trust anchor (e.g. no IP:ADDR in its subjectAltName). No authentication, delete enabled.
+# docker-registry is installed with apt-get where missing (its system service, which would listen
+# on every address, is stopped and disabled if the package started it).
 set -euo pipefail
 CACHE=${GPU_TENANCY_CACHE:-$HOME/.cache/gpu-tenancy}
 DIR=$CACHE/registry
@@ -20,7 +27,7 @@ PIDFILE=$DIR/registry.pid
 LOG=$DIR/registry.log
 DEFAULT_PORT=5000
 
-usage() { echo "usage: tools/lab/registry.sh start|stop|status [--listen ADDR:PORT]" >&2; exit 2; }
+usage() { echo "usage: tools/lab/registry.sh start [--listen ADDR:PORT] [--tls CERT KEY] | stop | status" >&2; exit 2; }
 refuse() { echo "error: $*" >&2; exit 2; }
 
 # running: the PID in the pid file when it is the registry this script started (not a reused PID).
@@ -36,8 +43,16 @@ running() {
 # listening: the ADDR:PORT of the running registry's config.
 listening() { sed -n 's/^  addr: "\(.*\)"$/\1/p' "$CONFIG"; }
 
-url() { # url ADDR:PORT (an IPv6 address in brackets already)
-  echo "http://$1"
+# serving_tls: "CERT KEY" of the running registry's config, nothing when it speaks plain HTTP.
+serving_tls() {
+  local cert key
+  cert=$(sed -n 's/^    certificate: "\(.*\)"$/\1/p' "$CONFIG")
+  key=$(sed -n 's/^    key: "\(.*\)"$/\1/p' "$CONFIG")
+  [ -z "$cert" ] || echo "$cert $key"
+}
+
+url() { # url ADDR:PORT [TLS] (an IPv6 address in brackets already; TLS non-empty: https)
+  if [ -n "${2:-}" ]; then echo "https://$1"; else echo "http://$1"; fi
 }
 
 docker_gateways() {
@@ -70,6 +85,22 @@ check_listen() {
     "($(echo "$gateways" | xargs | tr ' ' ',' || true)); the registry listens only where this host's containers reach it"
 }
 
+# check_tls CERT KEY: both readable PEM files; prints their absolute paths, as the config names them.
+check_tls() {
+  local cert=$1 key=$2 path full=()
+  for path in "$cert" "$key"; do
+    if ! [ -f "$path" ] || ! [ -r "$path" ]; then refuse "--tls $cert $key: $path is not a readable file"; fi
+    path=$(realpath -e "$path")
+    if [[ "$path" == *[[:space:]\"\\]* ]]; then
+      refuse "--tls $cert $key: $path: a path with a space, quote or backslash is not written into the config"
+    fi
+    full+=("$path")
+  done
+  grep -q -- '-----BEGIN CERTIFICATE-----' "$cert" || refuse "--tls $cert $key: $cert holds no PEM certificate"
+  grep -q -- '-----BEGIN .*PRIVATE KEY-----' "$key" || refuse "--tls $cert $key: $key holds no PEM private key"
+  echo "${full[*]}"
+}
+
 install_registry() {
   command -v docker-registry >/dev/null && return 0
   if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
@@ -84,7 +115,11 @@ install_registry() {
   fi
 }
 
-write_config() { # write_config ADDR:PORT
+write_config() { # write_config ADDR:PORT [CERT KEY]
+  local tls=""
+  if [ -n "${2:-}" ]; then
+    tls=$(printf '  tls:\n    certificate: "%s"\n    key: "%s"' "$2" "$3")
+  fi
   mkdir -p "$DIR/storage"
   cat > "$CONFIG" <<EOF
 # Written by tools/lab/registry.sh start.
@@ -103,32 +138,44 @@ storage:
     blobdescriptor: inmemory
 http:
   addr: "$1"
-  headers:
+${tls:+$tls
+}  headers:
     X-Content-Type-Options: [nosniff]
 EOF
 }
 
-start() { # start ADDR:PORT
-  local listen=$1 pid
+start() { # start ADDR:PORT ["CERT KEY"]
+  local listen=$1 tls=${2:-} pid now cert="" key="" out rc
   if pid=$(running); then
-    if [ "$(listening)" = "$listen" ]; then url "$listen"; exit 0; fi
-    echo "error: the registry already runs at $(url "$(listening)") (pid $pid); stop it first (tools/lab/registry.sh stop)" >&2
+    now=$(serving_tls)
+    if [ "$(listening)" = "$listen" ] && [ "$now" = "$tls" ]; then url "$listen" "$tls"; exit 0; fi
+    echo "error: the registry already runs at $(url "$(listening)" "$now") (pid $pid${now:+, certificate ${now% *}}); stop it first (tools/lab/registry.sh stop)" >&2
     exit 1
   fi
+  [ -z "$tls" ] || { cert=${tls% *}; key=${tls#* }; }
   install_registry
-  write_config "$listen"
+  write_config "$listen" "$cert" "$key"
   rm -f "$PIDFILE"
   nohup docker-registry serve "$CONFIG" >>"$LOG" 2>&1 </dev/null &
   pid=$!
   echo "$pid" > "$PIDFILE"
   for _ in $(seq 1 50); do
-    if curl -fsS -o /dev/null --max-time 1 "$(url "$listen")/v2/" 2>/dev/null; then url "$listen"; exit 0; fi
+    # Over HTTPS the certificate itself is the trust anchor (curl accepts a partial chain); curl's
+    # exit 60: the registry answered, with a certificate that does not verify for this address.
+    rc=0
+    out=$(curl -fsS -o /dev/null --max-time 1 ${cert:+--cacert "$cert"} "$(url "$listen" "$tls")/v2/" 2>&1) || rc=$?
+    if [ "$rc" = 0 ]; then url "$listen" "$tls"; exit 0; fi
+    if [ "$rc" = 60 ]; then
+      echo "registry: warning: its certificate does not verify for $(url "$listen" "$tls") (${out%%$'\n'*}); nodes asking that address will refuse it" >&2
+      url "$listen" "$tls"
+      exit 0
+    fi
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.2
   done
   kill "$pid" 2>/dev/null || true
   rm -f "$PIDFILE"
-  echo "error: the registry did not answer at $(url "$listen")/v2/ within 10 s; its log: $LOG" >&2
+  echo "error: the registry did not answer at $(url "$listen" "$tls")/v2/ within 10 s; its log: $LOG" >&2
   tail -n 5 "$LOG" >&2 || true
   exit 1
 }
@@ -151,7 +198,7 @@ stop() {
 
 status() {
   local pid
-  if pid=$(running); then echo "$(url "$(listening)") (pid $pid, log $LOG)"; exit 0; fi
+  if pid=$(running); then echo "$(url "$(listening)" "$(serving_tls)") (pid $pid, log $LOG)"; exit 0; fi
   echo "registry: not running" >&2
   exit 3
 }
@@ -159,23 +206,32 @@ status() {
 action=${1:-}
 [ $# -gt 0 ] && shift
 listen=""
+tls_cert=""
+tls_key=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --listen) listen=${2:-}; [ -n "$listen" ] || usage; shift 2 ;;
+    --tls)
+      tls_cert=${2:-}; tls_key=${3:-}
+      if [ -z "$tls_cert" ] || [ -z "$tls_key" ] || [[ "$tls_cert" == --* || "$tls_key" == --* ]]; then usage; fi
+      shift 3
+      ;;
     *) usage ;;
   esac
 done
 case "$action" in
   start)
+    tls=""
+    if [ -n "$tls_cert" ]; then tls=$(check_tls "$tls_cert" "$tls_key"); fi
     if [ -z "$listen" ]; then
       gateway=$(bridge_gateway)
       [ -n "$gateway" ] || refuse "no Docker bridge network to listen on (start an engine: bash tools/lab/docker.sh), or give --listen ADDR:PORT"
       listen=$gateway:$DEFAULT_PORT
     fi
     check_listen "$listen"
-    start "$listen"
+    start "$listen" "$tls"
     ;;
-  stop) [ -z "$listen" ] || usage; stop ;;
-  status) [ -z "$listen" ] || usage; status ;;
+  stop) [ -z "$listen$tls_cert" ] || usage; stop ;;
+  status) [ -z "$listen$tls_cert" ] || usage; status ;;
   *) usage ;;
 esac
