@@ -7,6 +7,8 @@
 #   --push MIRROR_HOST (any target) then copies what the target built (each node image, the pause
 #                                  and busybox images) into the lab's registry mirror under their
 #                                  upstream names (tools/lab/mirror-push.sh)
+#   --push-ca FILE                 with --push: the mirror's CA (PEM), for an https mirror whose
+#                                  certificate the system does not trust
 # Prints each image's build time (cold when nothing was cached) and size.
 # Needs: a Docker engine (tools/lab/docker.sh starts one), debootstrap, gcc, busybox-static, jq.
 set -euo pipefail
@@ -25,6 +27,7 @@ BUSYBOX_IMAGE=gpu-tenancy/busybox
 # What this run built (or found cached), in order: what --push copies.
 BUILT=()
 PUSH=""
+PUSH_CA=""
 
 need() { command -v "$1" >/dev/null || { echo "error: $1 not found ($2)" >&2; exit 2; }; }
 
@@ -161,7 +164,7 @@ pinned_versions() {
 }
 
 usage() {
-  echo "usage: tools/images/build.sh node [--kubernetes vX.Y.Z]... | pause TAG | busybox   [--push MIRROR_HOST]" >&2
+  echo "usage: tools/images/build.sh node [--kubernetes vX.Y.Z]... | pause TAG | busybox   [--push MIRROR_HOST [--push-ca FILE]]" >&2
   exit 2
 }
 
@@ -174,7 +177,9 @@ push() {
     [ -n "${seen[$image]:-}" ] || { seen[$image]=1; images+=("$image"); }
   done
   log "pushing ${#images[@]} image(s) to $PUSH"
-  bash "$ROOT/tools/lab/mirror-push.sh" "$PUSH" "${images[@]}"
+  local ca=()
+  [ -z "$PUSH_CA" ] || ca=(--ca "$PUSH_CA")
+  bash "$ROOT/tools/lab/mirror-push.sh" "${ca[@]}" "$PUSH" "${images[@]}"
 }
 
 need docker "apt-get install docker.io"
@@ -186,12 +191,14 @@ pause_tag=""
 while [ $# -gt 0 ]; do
   case "$target:$1" in
     *:--push) PUSH=${2:-}; [ -n "$PUSH" ] || { echo "error: --push needs the mirror's host[:port]" >&2; exit 2; }; shift 2 ;;
+    *:--push-ca) PUSH_CA=${2:-}; [ -f "$PUSH_CA" ] || { echo "error: --push-ca needs the CA's PEM file" >&2; exit 2; }; shift 2 ;;
     node:--kubernetes) versions+=("${2:?--kubernetes needs a version}"); shift 2 ;;
     pause:-*) echo "error: unknown argument $1" >&2; exit 2 ;;
     pause:*) [ -z "$pause_tag" ] || usage; pause_tag=$1; shift ;;
     *) echo "error: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+[ -z "$PUSH_CA" ] || [ -n "$PUSH" ] || { echo "error: --push-ca goes with --push" >&2; exit 2; }
 case "$target" in
   node)
     [ ${#versions[@]} -gt 0 ] || read -ra versions <<< "$(pinned_versions)"
