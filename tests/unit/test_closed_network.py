@@ -300,4 +300,3 @@ def test_an_oci_chart_on_a_mirror_with_its_own_ca_is_warned_about():
     )
     (warning,) = [w for w in cfg.warnings if w.startswith("charts.hami")]
     assert "SSL_CERT_FILE" in warning
-
