@@ -38,7 +38,8 @@ kube_ldflags() {
 
 # build NAME VERSION MODULE_DIR PKG [LDFLAGS]: go build into $CACHE/NAME/VERSION once
 # ($CACHE/$OUTDIR/VERSION when OUTDIR is set); MODULE_DIR is relative to tools/go.
-# CGO_ENABLED passes through (0 for binaries that run in scratch images).
+# CGO_ENABLED passes through (0 for binaries that run in scratch images). The binary is linked
+# into $BIN (what tools/build.sh's env.sh puts on PATH) unless NO_BIN_LINK is set.
 build() {
   local name=$1 version=$2 dir=$3 pkg=$4 ldflags=${5:-}
   local out=$CACHE/${OUTDIR:-$name}/$version
@@ -54,7 +55,7 @@ build() {
     rm -rf "$work"
     log "$name $version: built in $((SECONDS - start)) s"
   fi
-  ln -sf "$out/$name" "$BIN/$name"
+  [ -n "${NO_BIN_LINK:-}" ] || ln -sf "$out/$name" "$BIN/$name"
 }
 
 # build_kube NAME VERSION MODULE_DIR: one k8s.io/kubernetes command at VERSION (X.Y.Z) with its

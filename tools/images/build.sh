@@ -4,13 +4,22 @@
 #   node [--kubernetes vX.Y.Z]...  the lab's node image gpu-tenancy/node:<version> (default: every
 #                                  version the stacks pin); pause and busybox built first
 #   pause TAG | busybox            the two images a node carries so that it pulls nothing
+#   control-plane [--kubernetes vX.Y.Z]... [--component NAME]...
+#                                  registry.k8s.io/<component>:<version> for kube-apiserver,
+#                                  kube-controller-manager and kube-scheduler (--component: only
+#                                  those named) at each version (default: every pinned version),
+#                                  from the node image's wrapper module with the same version
+#                                  ldflags, cgo off: FROM scratch with the binary at upstream's
+#                                  /usr/local/bin/<component>, a /tmp, no entrypoint (the manifest
+#                                  gives the command). kube-proxy is not built yet: it needs
+#                                  iptables in its image (upstream's carries them), not scratch.
 #   --push MIRROR_HOST (any target) then copies what the target built (each node image, the pause
-#                                  and busybox images) into the lab's registry mirror under their
-#                                  upstream names (tools/lab/mirror-push.sh)
+#                                  and busybox images, each control-plane image) into the lab's
+#                                  registry mirror under their upstream names (tools/lab/mirror-push.sh)
 #   --push-ca FILE                 with --push: the mirror's CA (PEM), for an https mirror whose
 #                                  certificate the system does not trust
 # Prints each image's build time (cold when nothing was cached) and size.
-# Needs: a Docker engine (tools/lab/docker.sh starts one), debootstrap, gcc, busybox-static, jq.
+# Needs: a Docker engine (tools/lab/docker.sh starts one), Go, debootstrap, gcc, busybox-static, jq.
 set -euo pipefail
 # shellcheck source=tools/lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -24,6 +33,12 @@ MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 PACKAGES=systemd,systemd-sysv,dbus,containerd,runc,containernetworking-plugins,iptables,iproute2,socat,conntrack,ethtool,ca-certificates,curl,kmod,procps,util-linux,mount,jq
 NODE_REPOSITORY=$(cd "$ROOT" && python3 -c 'from components.config.versions import LAB_NODE_REPOSITORY as r; print(r)')
 BUSYBOX_IMAGE=gpu-tenancy/busybox
+# What each image's wrapper module (tools/go/node/<version>/tools.go) must import: the node's
+# binaries and the control-plane images' (tests/unit/test_node_image.py reads both lists).
+NODE_BINARIES=(kubelet kubeadm kubectl)
+CONTROL_PLANE_COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler)
+# The layout of a control-plane image, part of its cache key (change it when the layout changes).
+CONTROL_PLANE_LAYOUT="scratch /usr/local/bin/NAME /tmp PATH no-entrypoint"
 # What this run built (or found cached), in order: what --push copies.
 BUILT=()
 PUSH=""
@@ -112,13 +127,10 @@ rootfs() { # a debootstrap rootfs tarball with PACKAGES, cached by the package l
 }
 
 build_node() { # build_node VERSION (vX.Y.Z)
-  local version=$1 module=node/$1
-  [ -f "$ROOT/tools/go/$module/go.mod" ] || {
-    echo "error: no wrapper module tools/go/$module for Kubernetes $version (pinned: $(cd "$ROOT/tools/go/node" && printf '%s ' *))" >&2
-    exit 2
-  }
+  local version=$1 module
+  module=$(node_module "$version")
   local start; start=$(date +%s)
-  for name in kubelet kubeadm kubectl; do build_kube "$name" "${version#v}" "$module"; done
+  for name in "${NODE_BINARIES[@]}"; do build_kube "$name" "${version#v}" "$module"; done
   local bin=$CACHE/kube/$version
   "$bin/kubelet" --version | grep -qx "Kubernetes $version" || { echo "error: kubelet does not report $version" >&2; exit 1; }
   local pause; pause=$("$bin/kubeadm" config images list --kubernetes-version "$version" 2>/dev/null | grep '/pause:')
@@ -134,7 +146,7 @@ build_node() { # build_node VERSION (vX.Y.Z)
   tar -C "$dir" -xf "$tarball"
   cp -a "$IMAGES/node/rootfs/." "$dir/"
   install -m 0755 "$ROOT/tools/lab/lab-runc" "$dir/usr/local/sbin/lab-runc"
-  for name in kubelet kubeadm kubectl; do install -m 0755 "$bin/$name" "$dir/usr/bin/$name"; done
+  for name in "${NODE_BINARIES[@]}"; do install -m 0755 "$bin/$name" "$dir/usr/bin/$name"; done
   mkdir -p "$dir/etc/gpu-tenancy" "$dir/opt/gpu-tenancy/images" "$dir/etc/cni/net.d" "$dir/etc/containerd/certs.d" \
     "$dir/etc/kubernetes/manifests"
   echo "$pause" > "$dir/etc/gpu-tenancy/pause-image"
@@ -159,12 +171,44 @@ build_node() { # build_node VERSION (vX.Y.Z)
   report "$image" "$start"
 }
 
+node_module() { # node_module VERSION: the wrapper module (relative to tools/go), or exit 2
+  local version=$1
+  [ -f "$ROOT/tools/go/node/$version/go.mod" ] || {
+    echo "error: no wrapper module tools/go/node/$version for Kubernetes $version (pinned: $(cd "$ROOT/tools/go/node" && printf '%s ' *))" >&2
+    exit 2
+  }
+  echo "node/$version"
+}
+
+build_control_plane() { # build_control_plane VERSION COMPONENT
+  local version=$1 name=$2 module
+  module=$(node_module "$version")
+  local image=registry.k8s.io/$name:$version key start
+  key=$(inputs_hash "$ROOT/tools/go/$module" "$name" "$version" "$CONTROL_PLANE_LAYOUT")
+  BUILT+=("$image")
+  if cached "$image" "$key"; then log "$image: cached"; return; fi
+  start=$(date +%s)
+  # The binary lands in the cache beside the node's, but $BIN keeps what tools/build.sh linked
+  # there (the integration tier's own control plane).
+  NO_BIN_LINK=1 build_kube "$name" "${version#v}" "$module"
+  local bin=$CACHE/kube/$version/$name
+  "$bin" --version | grep -qx "Kubernetes $version" || { echo "error: $name does not report $version" >&2; exit 1; }
+  local dir; dir=$(mktemp -d)
+  mkdir -p "$dir/usr/local/bin" "$dir/tmp"
+  chmod 1777 "$dir/tmp"
+  install -m 0755 "$bin" "$dir/usr/local/bin/$name"
+  import_dir "$dir" "$image" "$key" 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    "LABEL gpu-tenancy.kubernetes-version=$version"
+  rm -rf "$dir"
+  report "$image" "$start"
+}
+
 pinned_versions() {
   (cd "$ROOT" && python3 -c 'from components.config.versions import KIND_NODE_IMAGES; print(*KIND_NODE_IMAGES)')
 }
 
 usage() {
-  echo "usage: tools/images/build.sh node [--kubernetes vX.Y.Z]... | pause TAG | busybox   [--push MIRROR_HOST [--push-ca FILE]]" >&2
+  echo "usage: tools/images/build.sh node [--kubernetes vX.Y.Z]... | control-plane [--kubernetes vX.Y.Z]... [--component NAME]... | pause TAG | busybox   [--push MIRROR_HOST [--push-ca FILE]]" >&2
   exit 2
 }
 
@@ -187,12 +231,24 @@ docker info >/dev/null 2>&1 || { echo "error: no Docker engine answers (start on
 target=${1:-}
 shift || true
 versions=()
+components=()
 pause_tag=""
 while [ $# -gt 0 ]; do
   case "$target:$1" in
     *:--push) PUSH=${2:-}; [ -n "$PUSH" ] || { echo "error: --push needs the mirror's host[:port]" >&2; exit 2; }; shift 2 ;;
     *:--push-ca) PUSH_CA=${2:-}; [ -f "$PUSH_CA" ] || { echo "error: --push-ca needs the CA's PEM file" >&2; exit 2; }; shift 2 ;;
-    node:--kubernetes) versions+=("${2:?--kubernetes needs a version}"); shift 2 ;;
+    node:--kubernetes | control-plane:--kubernetes) versions+=("${2:?--kubernetes needs a version}"); shift 2 ;;
+    control-plane:--component)
+      case " ${CONTROL_PLANE_COMPONENTS[*]} " in
+        *" ${2:-} "*) components+=("$2") ;;
+        *) if [ "${2:-}" = kube-proxy ]; then
+             echo "error: kube-proxy is not built yet (its image needs iptables; a FROM-scratch image cannot run it)" >&2
+           else
+             echo "error: --component ${2:-}: expected one of ${CONTROL_PLANE_COMPONENTS[*]}" >&2
+           fi
+           exit 2 ;;
+      esac
+      shift 2 ;;
     pause:-*) echo "error: unknown argument $1" >&2; exit 2 ;;
     pause:*) [ -z "$pause_tag" ] || usage; pause_tag=$1; shift ;;
     *) echo "error: unknown argument $1" >&2; exit 2 ;;
@@ -203,6 +259,13 @@ case "$target" in
   node)
     [ ${#versions[@]} -gt 0 ] || read -ra versions <<< "$(pinned_versions)"
     for v in "${versions[@]}"; do build_node "$v"; done
+    ;;
+  control-plane)
+    [ ${#versions[@]} -gt 0 ] || read -ra versions <<< "$(pinned_versions)"
+    [ ${#components[@]} -gt 0 ] || components=("${CONTROL_PLANE_COMPONENTS[@]}")
+    for v in "${versions[@]}"; do
+      for c in "${components[@]}"; do build_control_plane "$v" "$c"; done
+    done
     ;;
   pause)
     build_pause "${pause_tag:?pause needs the image tag, e.g. registry.k8s.io/pause:3.10.1}"
