@@ -8,6 +8,10 @@ for the registry's address made here, the registry started with --tls, filled by
 through it, and the same node with those files rewritten without the CA (containerd reads certs.d
 at every pull) fails the pull naming the mirror and the certificate it does not trust.
 
+The lab's own control-plane images (issue 39): registry.k8s.io/kube-apiserver at the default
+tenant version, built by tools/images/build.sh control-plane and pushed under that upstream name,
+runs `kube-apiserver --version` as a pod on the mirror's node, pulled through the mirror.
+
 Each registry listens on the Docker bridge network's gateway on a port of its own, with its cache
 in the test's temporary directory (a registry of the user's is left alone); the nodes sit on the
 lab's network and reach it through the host. Nothing here is asked of any other address."""
@@ -33,8 +37,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from components.config.image_refs import STANDARD_REGISTRIES, ImageRef
+from components.config.versions import DEFAULT_TENANT_VERSION
 from components.ops.registry_mirror import CA_FILE, CONTAINERD_CERTS_DIR, Mirror, containerd_files
-from tests.support.docker_lab import BUSYBOX, ROOT, docker, missing
+from tests.support.docker_lab import BUSYBOX, ROOT, control_plane_image, docker, missing
 from tests.support.lab_join import join_worker, node_ready
 from tests.support.waits import settles
 
@@ -150,7 +155,15 @@ def node(control_plane, lab, image, files) -> str:
     return name
 
 
-def _pod(core, name: str, node: str, image: str) -> None:
+@pytest.fixture(scope="module")
+def apiserver_mirrored(registry) -> Iterator[str]:
+    """The lab's kube-apiserver image at the default tenant version, in the mirror as itself."""
+    image = control_plane_image("kube-apiserver", DEFAULT_TENANT_VERSION)
+    with _in_mirror(registry, image, registry.host):
+        yield image
+
+
+def _pod(core, name: str, node: str, image: str, command: tuple[str, ...] = ("sleep", "3600")) -> None:
     """A pod on `node` running `image`, pulled at every start (imagePullPolicy Always)."""
     core.create_namespaced_pod(
         "default",
@@ -161,9 +174,7 @@ def _pod(core, name: str, node: str, image: str) -> None:
             "spec": {
                 "nodeName": node,
                 "restartPolicy": "Never",
-                "containers": [
-                    {"name": "main", "image": image, "imagePullPolicy": "Always", "command": ["sleep", "3600"]}
-                ],
+                "containers": [{"name": "main", "image": image, "imagePullPolicy": "Always", "command": list(command)}],
             },
         },
     )
@@ -206,6 +217,48 @@ def test_a_pod_naming_an_upstream_image_runs_from_the_mirror(control_plane, node
     access = _requests(registry, wanted)
     assert access, f"the registry's log has no request for {wanted}:\n{registry.log.read_text()[-3000:]}"
     print(f"\n[measured] pod Running {seconds:.1f} s after creation; registry log: {access[0]}")
+
+
+def _container_log(lab, node: str, pod) -> tuple[set[str], str]:
+    """The first run of the pod's container `main` as the kubelet logged it on `node` (CRI format,
+    `<time> <stream> <F|P> <text>` a line, P a partial line): its streams and its text. Read on the
+    node: the test control plane's API server has no kubelet client certificate, so pods/log
+    through it is refused (401) by the kubelet."""
+    meta = pod.metadata
+    raw = lab.exec(node, "cat", f"/var/log/pods/{meta.namespace}_{meta.name}_{meta.uid}/main/0.log")
+    streams: set[str] = set()
+    text = ""
+    for line in raw.splitlines():
+        _, stream, tag, *rest = line.split(" ", 3)
+        streams.add(stream)
+        text += (rest[0] if rest else "") + ("\n" if tag == "F" else "")
+    return streams, text
+
+
+def test_the_lab_s_kube_apiserver_image_runs_from_the_mirror(control_plane, lab, node, registry, apiserver_mirrored):
+    """Before the test that stops the registry (the tests of this module run in file order)."""
+    core = control_plane.core()
+    start = time.monotonic()
+    _pod(core, "kube-apiserver-version", node, apiserver_mirrored, ("kube-apiserver", "--version"))
+
+    def phase() -> str:
+        return core.read_namespaced_pod("kube-apiserver-version", "default").status.phase
+
+    assert settles(lambda: phase() in ("Succeeded", "Failed"), timeout=180, interval=0.5), (
+        core.read_namespaced_pod("kube-apiserver-version", "default").status,
+        _events(core, "kube-apiserver-version"),
+    )
+    seconds = time.monotonic() - start
+    assert phase() == "Succeeded", (
+        core.read_namespaced_pod("kube-apiserver-version", "default").status,
+        _events(core, "kube-apiserver-version"),
+    )
+    streams, log = _container_log(lab, node, core.read_namespaced_pod("kube-apiserver-version", "default"))
+    assert (streams, log) == ({"stdout"}, f"Kubernetes {DEFAULT_TENANT_VERSION}\n"), (streams, log)
+    wanted = f"/v2/registry.k8s.io/kube-apiserver/manifests/{DEFAULT_TENANT_VERSION}"
+    access = _requests(registry, wanted)
+    assert access, f"the registry's log has no request for {wanted}:\n{registry.log.read_text()[-3000:]}"
+    print(f"\n[measured] pod Succeeded {seconds:.1f} s after creation; log: {log.strip()!r}; registry log: {access[0]}")
 
 
 def test_with_the_mirror_stopped_a_pull_fails_naming_the_mirror(control_plane, node, registry, mirrored):

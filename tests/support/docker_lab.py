@@ -62,6 +62,16 @@ def node_image(version: str) -> str:
     return image
 
 
+def control_plane_image(component: str, version: str) -> str:
+    """The lab's own registry.k8s.io/<component>:<version> (tools/images/build.sh control-plane)."""
+    image = f"registry.k8s.io/{component}:{version}"
+    if not docker("image", "inspect", "--format", "{{.Id}}", image, check=False):
+        missing(
+            f"no {image} (build it: tools/images/build.sh control-plane --kubernetes {version} --component {component})"
+        )
+    return image
+
+
 def read_tunables(proc_sys: Path = Path("/proc/sys")) -> dict[str, str]:
     return {k: (proc_sys / k).read_text().strip() for k in TUNABLES}
 
