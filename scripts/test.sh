@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The tests: lint, unit and policy tests, the integration tier on real upstream binaries (built or
-# reused by tools/build.sh), and the Docker tier on the lab's node image (built or reused by
-# tools/images/build.sh) where Docker is installed: an engine is started for the run where none
-# answers, and stopped after it. End-to-end tests skip, saying why, without a live dev stack.
+# reused by tools/build.sh), and the Docker tier on the lab's node image and kube-apiserver image
+# (built or reused by tools/images/build.sh) where Docker is installed: an engine is started for
+# the run where none answers, and stopped after it. End-to-end tests skip, saying why, without a
+# live dev stack.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -15,6 +16,9 @@ if command -v dockerd >/dev/null 2>&1 || docker info >/dev/null 2>&1; then
     trap '[ -z "$started" ] || { kill "$started"; wait "$started" 2>/dev/null || true; }' EXIT
     version=$(.venv/bin/python -c 'from components.config.versions import DEFAULT_TENANT_VERSION as v; print(v)')
     bash tools/images/build.sh node --kubernetes "$version" || echo "[test] the node image did not build" >&2
+    # The one control-plane image the Docker tier runs (pulled through the lab's registry).
+    bash tools/images/build.sh control-plane --kubernetes "$version" --component kube-apiserver ||
+      echo "[test] the kube-apiserver image did not build" >&2
   fi
 else
   echo "[test] no Docker installed (apt-get install docker.io): the Docker tier will be skipped" >&2
