@@ -10,6 +10,7 @@ import pulumi_kubernetes as k8s
 
 from components.config import versions
 from components.config.chart_sources import ChartSource
+from components.config.model import CHARTS
 from components.platform.helm import Chart, HelmReleaseArgs, helm_release
 
 CERT_MANAGER_NAMESPACE = "cert-manager"
@@ -17,10 +18,8 @@ KAMAJI_NAMESPACE = "kamaji-system"
 # The release must be named "kamaji": the chart's CRDs hard-wire kamaji-system/kamaji-* names.
 KAMAJI_RELEASE = "kamaji"
 DEFAULT_DATASTORE = "default"
-CERT_MANAGER = Chart(
-    "cert-manager", versions.CERT_MANAGER_CHART, versions.CERT_MANAGER_VERSION, versions.CERT_MANAGER_REPO
-)
-KAMAJI = Chart(KAMAJI_RELEASE, versions.KAMAJI_CHART, versions.KAMAJI_CHART_VERSION, versions.KAMAJI_REPO)
+CERT_MANAGER = Chart("cert-manager", *CHARTS["certManager"])
+KAMAJI = Chart(KAMAJI_RELEASE, *CHARTS["kamaji"])
 
 
 def cert_manager_values() -> dict[str, Any]:

@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 
 from components.config import versions
 from components.config.chart_sources import ChartSource
-from components.config.model import POOL_DOCKER, HamiConfig
+from components.config.model import CHARTS, POOL_DOCKER, HamiConfig
 from components.config.names import HAMI_NAMESPACE, POOL_MODE_LABEL
 from components.platform.helm import Chart, HelmReleaseArgs, helm_release
 from components.providers.hami_registration import HamiRegistration
@@ -18,7 +18,7 @@ from components.providers.webhook_probe import HamiWebhookProbe
 
 # A release name containing "hami" keeps the chart's fullname "hami" (hami-scheduler, ...).
 HAMI_RELEASE = "hami"
-HAMI = Chart(HAMI_RELEASE, versions.HAMI_CHART, versions.HAMI_CHART_VERSION, versions.HAMI_REPO)
+HAMI = Chart(HAMI_RELEASE, *CHARTS["hami"])
 
 
 def extender_args(hami: HamiConfig) -> list[str]:

@@ -18,7 +18,6 @@ lab's network and reach it through the host. Nothing here is asked of any other 
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import shutil
 import socket
@@ -27,18 +26,14 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from components.config.image_refs import STANDARD_REGISTRIES, ImageRef
 from components.config.versions import DEFAULT_TENANT_VERSION
 from components.ops.registry_mirror import CA_FILE, CONTAINERD_CERTS_DIR, Mirror, containerd_files
+from tests.support.cluster import self_signed, signed_by
 from tests.support.docker_lab import BUSYBOX, ROOT, control_plane_image, docker, missing
 from tests.support.lab_join import join_worker, node_ready
 from tests.support.waits import settles
@@ -186,6 +181,18 @@ def _pull_failed(core, pod: str) -> list[str]:
     return [e.message for e in events if e.reason == "Failed" and "Failed to pull image" in (e.message or "")]
 
 
+def _first_pull_failure(core, pod: str) -> str:
+    """The first `Failed` pull event of the pod, waited for up to 120 s."""
+    found: list[str] = []
+
+    def failed() -> bool:
+        found[:] = _pull_failed(core, pod)
+        return bool(found)
+
+    assert settles(failed, timeout=120, interval=0.5), _events(core, pod)
+    return found[0]
+
+
 def _events(core, pod: str) -> list[tuple[str, str]]:
     events = core.list_namespaced_event("default", field_selector=f"involvedObject.name={pod}").items
     return [(e.reason, e.message) for e in events]
@@ -268,16 +275,9 @@ def test_with_the_mirror_stopped_a_pull_fails_naming_the_mirror(control_plane, n
     core = control_plane.core()
     start = time.monotonic()
     _pod(core, "mirror-down", node, ABSENT)
-    found: list[str] = []
-
-    def failed() -> bool:
-        found[:] = _pull_failed(core, "mirror-down")
-        return bool(found)
-
-    assert settles(failed, timeout=120, interval=0.5), _events(core, "mirror-down")
-    seconds = time.monotonic() - start
-    print(f"\n[measured] pull failed {seconds:.1f} s after creation; event: {found[0]}")
-    assert registry.host in found[0], found[0]
+    event = _first_pull_failure(core, "mirror-down")
+    print(f"\n[measured] pull failed {time.monotonic() - start:.1f} s after creation; event: {event}")
+    assert registry.host in event, event
 
     def waiting() -> str:
         statuses = core.read_namespaced_pod("mirror-down", "default").status.container_statuses or []
@@ -293,58 +293,9 @@ def test_with_the_mirror_stopped_a_pull_fails_naming_the_mirror(control_plane, n
 def _ca_and_server_certificate(directory: Path, address: str) -> tuple[str, Path, Path]:
     """A CA of the test's own and a server certificate it signs for `address` (an IP address in
     the subjectAltName, as Go's verification wants): the CA's PEM, the certificate's and key's files."""
-    now = datetime.now(UTC)
-    valid = {"not_valid_before": now - timedelta(minutes=5), "not_valid_after": now + timedelta(days=1)}
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gpu-tenancy test mirror CA")])
-    ca = (
-        x509.CertificateBuilder(
-            subject_name=ca_name,
-            issuer_name=ca_name,
-            public_key=ca_key.public_key(),
-            serial_number=x509.random_serial_number(),
-            **valid,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder(
-            subject_name=x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, address)]),
-            issuer_name=ca_name,
-            public_key=key.public_key(),
-            serial_number=x509.random_serial_number(),
-            **valid,
-        )
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(address))]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    cert_file, key_file = directory / "registry.crt", directory / "registry.key"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.touch(mode=0o600)
-    key_file.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return ca.public_bytes(serialization.Encoding.PEM).decode(), cert_file, key_file
+    ca, _ = self_signed(directory, "ca", "/CN=gpu-tenancy test mirror CA")
+    cert, key = signed_by(directory, "ca", "registry", f"/CN={address}", f"subjectAltName=IP:{address}")
+    return ca.read_text(), cert, key
 
 
 @pytest.fixture(scope="module")
@@ -430,17 +381,10 @@ def test_without_the_ca_a_pull_fails_naming_the_mirror_and_its_untrusted_certifi
     core = control_plane.core()
     start = time.monotonic()
     _pod(core, "tls-untrusted", tls_node, tls_mirrored)
-    found: list[str] = []
-
-    def failed() -> bool:
-        found[:] = _pull_failed(core, "tls-untrusted")
-        return bool(found)
-
-    assert settles(failed, timeout=120, interval=0.5), _events(core, "tls-untrusted")
-    seconds = time.monotonic() - start
-    print(f"\n[measured] pull failed {seconds:.1f} s after creation (https, no CA); event: {found[0]}")
-    assert f"https://{tls_registry.host}/v2/docker.io/library/busybox/manifests/1.36.1" in found[0], found[0]
-    assert "x509: certificate signed by unknown authority" in found[0], found[0]
+    event = _first_pull_failure(core, "tls-untrusted")
+    print(f"\n[measured] pull failed {time.monotonic() - start:.1f} s after creation (https, no CA); event: {event}")
+    assert f"https://{tls_registry.host}/v2/docker.io/library/busybox/manifests/1.36.1" in event, event
+    assert "x509: certificate signed by unknown authority" in event, event
     # The node reached the mirror and refused its certificate (the registry's side of it).
     handshakes = [line for line in tls_registry.log.read_text().splitlines() if "TLS handshake error" in line][
         handshakes_before:

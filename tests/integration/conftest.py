@@ -6,6 +6,7 @@ missing binary and the command that builds it. CI builds them, so CI runs this t
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cluster import TestCluster, add_node, start_cluster
-from tests.support.tools import PulumiCli, require, tools_env
+from tests.support.tools import ROOT, PulumiCli, require, tools_env
 
 
 @pytest.fixture(scope="session")
@@ -70,3 +71,19 @@ def pulumi_cli(tools: dict[str, str], tmp_path: Path) -> PulumiCli:
     state = tmp_path / "state"
     state.mkdir()
     return PulumiCli(tools, state)
+
+
+@pytest.fixture
+def project(pulumi_cli: PulumiCli, tmp_path: Path) -> Path:
+    """A copy of the project (program, components, dev stack file) with its own state backend: the
+    program as `pulumi` runs it, with a stack `dev` made."""
+    if not (ROOT / ".venv" / "bin" / "python").exists():
+        pytest.skip("the program runs in the project's .venv (Pulumi.yaml); run scripts/setup-venv.sh")
+    work = tmp_path / "project"
+    work.mkdir()
+    for name in ("Pulumi.yaml", "Pulumi.dev.yaml", "__main__.py"):
+        shutil.copy(ROOT / name, work / name)
+    shutil.copytree(ROOT / "components", work / "components", ignore=shutil.ignore_patterns("__pycache__"))
+    (work / ".venv").symlink_to(ROOT / ".venv")
+    pulumi_cli("stack", "init", "dev", cwd=work)
+    return work

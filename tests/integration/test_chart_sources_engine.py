@@ -30,7 +30,7 @@ from components.platform.kamaji import kamaji_values
 from components.tenant.hami import hami_values
 from tests.support.charts import REGISTRY_SH, Helm, LabRegistry, Registry, write_chart
 from tests.support.cluster import free_port, routable_ip, self_signed, signed_by, start_cluster
-from tests.support.tools import ROOT, require
+from tests.support.tools import require
 
 pytestmark = pytest.mark.integration
 PROGRAM = Path(__file__).parent / "programs" / "chart_source"
@@ -267,21 +267,6 @@ def test_the_real_hami_chart_takes_the_stack_values_from_its_directory_and_from_
 
 
 # -- a bad `charts.*` key stops the stack's own program -------------------------------------------
-
-
-@pytest.fixture
-def project(pulumi_cli, tmp_path):
-    """A copy of the project (program, components, dev stack file) with its own state backend."""
-    if not (ROOT / ".venv" / "bin" / "python").exists():
-        pytest.skip("the program runs in the project's .venv (Pulumi.yaml); run scripts/setup-venv.sh")
-    work = tmp_path / "project"
-    work.mkdir()
-    for name in ("Pulumi.yaml", "Pulumi.dev.yaml", "__main__.py"):
-        shutil.copy(ROOT / name, work / name)
-    shutil.copytree(ROOT / "components", work / "components", ignore=shutil.ignore_patterns("__pycache__"))
-    (work / ".venv").symlink_to(ROOT / ".venv")
-    pulumi_cli("stack", "init", "dev", cwd=work)
-    return work
 
 
 @pytest.mark.parametrize(

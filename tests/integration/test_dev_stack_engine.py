@@ -9,23 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def project(pulumi_cli, tmp_path):
-    """A copy of the project (program, components, stack file) with its own state backend."""
-    if not (ROOT / ".venv" / "bin" / "python").exists():
-        pytest.skip("the program runs in the project's .venv (Pulumi.yaml); run scripts/setup-venv.sh")
-    work = tmp_path / "project"
-    work.mkdir()
-    for name in ("Pulumi.yaml", "Pulumi.dev.yaml", "__main__.py"):
-        shutil.copy(ROOT / name, work / name)
-    shutil.copytree(ROOT / "components", work / "components")
-    (work / ".venv").symlink_to(ROOT / ".venv")
-    pulumi_cli("stack", "init", "dev", cwd=work)
-    return work
 
 
 def test_bad_config_stops_the_preview_with_one_error_and_no_resource(pulumi_cli, project):

@@ -23,6 +23,7 @@ from components.ops.registry_mirror import (
     containerd_files,
     k3s_registries_yaml,
 )
+from tests.support.certs import self_signed_ca_pem
 from tests.support.harness import ROOT, load_config_file, run_program
 
 DEV = load_config_file(ROOT / "Pulumi.dev.yaml")
@@ -30,32 +31,7 @@ STACK_FILES = sorted([*ROOT.glob("Pulumi.*.yaml"), *ROOT.glob("examples/Pulumi.*
 STACK_FILES = [p for p in STACK_FILES if p.name != "Pulumi.yaml"]
 
 
-def _ca() -> str:
-    from datetime import UTC, datetime, timedelta
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.hazmat.primitives.serialization import Encoding
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "mirror-ca")])
-    now = datetime.now(UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(1)
-        .not_valid_before(now)
-        .not_valid_after(now + timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
-    return cert.public_bytes(Encoding.PEM).decode()
-
-
-CA = _ca()
+CA = self_signed_ca_pem("mirror-ca")
 
 
 @pytest.mark.parametrize(

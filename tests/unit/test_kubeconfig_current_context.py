@@ -7,40 +7,22 @@ from __future__ import annotations
 import base64
 import copy
 import json
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.serialization import Encoding
-from cryptography.x509.oid import NameOID
 
 from components.ops import bound_token as bt
 from components.ops import kube
 from components.ops.bootstrap import kubeconfig_ca_hash
 from components.ops.kube import KubeconfigError
+from tests.support.certs import self_signed_ca_pem
 from tests.support.harness import ROOT, TENANT_CA, TENANT_CA_HASH, load_config_file, run_program
 
 
 def _ca(name: str) -> str:
     """A self-signed CA certificate, base64 as in a kubeconfig."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.now(UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(1)
-        .not_valid_before(now)
-        .not_valid_after(now + timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
-    return base64.b64encode(cert.public_bytes(Encoding.PEM)).decode()
+    return base64.b64encode(self_signed_ca_pem(name).encode()).decode()
 
 
 def _jwt(account: str) -> str:
