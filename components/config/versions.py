@@ -74,6 +74,22 @@ DEFAULT_TENANT_VERSION = "v1.35.1"
 # for each version above (`<repository>:<version>`); the cluster's `nodeImage` selects them.
 LAB_NODE_REPOSITORY = "gpu-tenancy/node"
 
+# The management cluster's Kubernetes when the stack makes it (`cluster.mode: docker`, kubeadm on
+# the lab's node image): a version with a node image above, so the workers' images serve it too.
+# kubeadm of that version names the rest of its images (etcd, CoreDNS, pause, kube-proxy).
+MANAGEMENT_KUBERNETES_VERSION = "v1.35.1"
+# The management cluster's storage: rancher's local-path provisioner (hostPath volumes made on
+# demand, deleted with their claim), built from its Go module; its helper pods run the node's busybox.
+LOCAL_PATH_PROVISIONER_VERSION = "v0.0.33"
+LOCAL_PATH_PROVISIONER_IMAGE = f"docker.io/rancher/local-path-provisioner:{LOCAL_PATH_PROVISIONER_VERSION}"
+# Konnectivity for every tenant: Kamaji picks v0.<tenant minor>.0, which is not published for
+# every minor (v0.35.0 is not); the tenants' addons name this one.
+KONNECTIVITY_VERSION = "v0.36.0"
+KONNECTIVITY_IMAGES = (
+    f"registry.k8s.io/kas-network-proxy/proxy-server:{KONNECTIVITY_VERSION}",
+    f"registry.k8s.io/kas-network-proxy/proxy-agent:{KONNECTIVITY_VERSION}",
+)
+
 # KWOK's controller for kwok pools (the same version tools/build.sh builds for the tests).
 KWOK_VERSION = "0.7.0"
 KWOK_IMAGE = f"registry.k8s.io/kwok/kwok:v{KWOK_VERSION}"
