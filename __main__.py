@@ -42,6 +42,7 @@ else:
         ManagementClusterArgs(
             cluster=cfg.cluster,
             kubeconfig=config.require_secret("kubeconfig") if cfg.cluster.mode == MODE_KUBECONFIG else None,
+            node_image=cfg.images.management,
             k3s_image=cfg.images.k3s,
             mirror=cfg.mirror,
             mirror_registries=mirror_registries(cfg),
@@ -54,6 +55,7 @@ else:
             cert_manager_chart=cfg.chart("certManager"),
             kamaji_chart=cfg.chart("kamaji"),
         ),
+        opts=pulumi.ResourceOptions(depends_on=cluster.ready),
     )
     management_provider, network, datastore, kamaji = (
         cluster.provider,

@@ -3,8 +3,10 @@ network's mirror must hold before `pulumi up`. Read from the stack's own config 
 versions, so the list and the stack cannot drift apart.
 
 Three pullers, because each reads a different configuration:
-- the Docker engine (node containers, k3s, KWOK, the release controller's build): `images.*`;
-- the management cluster's runtime (Kamaji and each tenant's control plane): the mirror;
+- the Docker engine (node containers, the management node, KWOK, the release controller's build):
+  `images.*`;
+- the management cluster's runtime (its own control plane and storage, Kamaji and each tenant's
+  control plane): the mirror;
 - each tenant's workers' runtime (HAMi, Konnectivity's agent, kube-proxy, CoreDNS, workloads): the mirror.
 """
 
@@ -18,6 +20,7 @@ from components.config.chart_sources import ChartSource
 from components.config.image_refs import STANDARD_REGISTRIES, ImageRef
 from components.config.model import (
     CHARTS,
+    DISTRIBUTION_K3S,
     MODE_DOCKER,
     POOL_DOCKER,
     POOL_KWOK,
@@ -93,8 +96,19 @@ def images(cfg: StackConfig) -> list[Need]:
     """Every image the stack makes the lab pull, each once (first puller and purpose kept)."""
     needs: list[Need] = []
     if cfg.role != ROLE_TEAM:
-        if cfg.cluster.mode == MODE_DOCKER:
+        if cfg.cluster.mode == MODE_DOCKER and cfg.cluster.distribution == DISTRIBUTION_K3S:
             needs.append(Need(cfg.images.k3s, DOCKER_ENGINE, "the management cluster (k3s)"))
+        elif cfg.cluster.mode == MODE_DOCKER:
+            v = versions.MANAGEMENT_KUBERNETES_VERSION
+            needs.append(Need(cfg.images.management, DOCKER_ENGINE, "the management node (kubeadm)"))
+            needs += [
+                Need(ref, MANAGEMENT, f"the management cluster's own control plane (kubeadm {v})")
+                for ref in versions.kubeadm_images(v)
+                if "/pause:" not in ref  # the node carries it
+            ]
+            needs.append(
+                Need(versions.LOCAL_PATH_PROVISIONER_IMAGE, MANAGEMENT, "the management cluster's storage (local-path)")
+            )
         needs += [Need(ref, MANAGEMENT, "cert-manager (chart default)") for ref in versions.CERT_MANAGER_IMAGES]
         needs.append(Need(versions.KAMAJI_IMAGE, MANAGEMENT, "Kamaji's controller"))
         needs += [

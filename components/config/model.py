@@ -77,6 +77,10 @@ NODE_POD_PREFIX = 24
 
 MODE_DOCKER = "docker"
 MODE_KUBECONFIG = "kubeconfig"
+# What the stack runs as the management cluster in mode docker: kubeadm on the lab's node image
+# (every image built from the package registries, the workers' own distribution) or k3s.
+DISTRIBUTION_KUBEADM = "kubeadm"
+DISTRIBUTION_K3S = "k3s"
 # Worker pool modes: kindest/node containers joined by kubeadm; KWOK's simulated nodes; the
 # team's own machines, joined with a bootstrap token the stack outputs.
 POOL_DOCKER = "docker"
@@ -110,13 +114,19 @@ MIN_BOOTSTRAP_TOKEN_MINUTES = (
 
 
 class ClusterConfig(Section):
-    """The management cluster: a k3s container on a Docker network, or an adopted kubeconfig."""
+    """The management cluster: a node container on a Docker network, or an adopted kubeconfig."""
 
     mode: choice(
         (MODE_DOCKER, MODE_KUBECONFIG), lambda v: f"must be '{MODE_DOCKER}' or '{MODE_KUBECONFIG}', got {v!r}"
     ) = Field(
         MODE_DOCKER,
-        description="`docker` (a k3s container), or `kubeconfig` to adopt the cluster in the secret `kubeconfig`",
+        description="`docker` (a node container the stack makes, see `distribution`), or `kubeconfig` to adopt "
+        "the cluster in the secret `kubeconfig`",
+    )
+    distribution: choice((DISTRIBUTION_KUBEADM, DISTRIBUTION_K3S)) = Field(
+        DISTRIBUTION_KUBEADM,
+        description="in mode docker: `kubeadm` (`kubeadm init` on the lab's node image, `images.management`; "
+        "every image it runs is built by tools/images/build.sh) or `k3s` (`images.k3s`, pulled from its registry)",
     )
     name: string(DNS_1035, f"a DNS-1035 label of at most {MAX_CLUSTER_NAME} characters", MAX_CLUSTER_NAME) = Field(
         "gpu-lab", description="prefix of every Docker name (network, containers, volumes)"
@@ -478,8 +488,13 @@ class ImagesConfig(Section):
     """Images the Docker engine itself runs (it does not read the nodes' mirror): each on its own
     key, tag or digest pinned; default: upstream's, pinned in components.config.versions."""
 
+    management: pinned_image("the lab's node image at the management cluster's Kubernetes") = Field(
+        f"{versions.LAB_NODE_REPOSITORY}:{versions.MANAGEMENT_KUBERNETES_VERSION}",
+        description="the management node (distribution kubeadm): the lab's node image built for "
+        f"{versions.MANAGEMENT_KUBERNETES_VERSION} (tools/images/build.sh node), or the same from elsewhere",
+    )
     k3s: pinned_image("the management cluster's k3s image") = Field(
-        versions.K3S_IMAGE, alias="k3s", description="the management cluster's k3s"
+        versions.K3S_IMAGE, alias="k3s", description="the management cluster's k3s (distribution k3s)"
     )
     kwok: pinned_image("KWOK's controller image") = Field(
         versions.KWOK_IMAGE, description="KWOK's controller for kwok pools"

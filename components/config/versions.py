@@ -73,11 +73,36 @@ DEFAULT_TENANT_VERSION = "v1.35.1"
 # The lab's own node images, built from the package registries by `tools/images/build.sh node`
 # for each version above (`<repository>:<version>`); the cluster's `nodeImage` selects them.
 LAB_NODE_REPOSITORY = "gpu-tenancy/node"
+# The busybox every lab node carries (Debian bookworm's busybox-static, imported at boot): the
+# local-path provisioner's helper pods run it, so making a volume pulls nothing.
+LAB_BUSYBOX_IMAGE = "gpu-tenancy/busybox:1.35.0"
 
 # The management cluster's Kubernetes when the stack makes it (`cluster.mode: docker`, kubeadm on
 # the lab's node image): a version with a node image above, so the workers' images serve it too.
 # kubeadm of that version names the rest of its images (etcd, CoreDNS, pause, kube-proxy).
 MANAGEMENT_KUBERNETES_VERSION = "v1.35.1"
+# What kubeadm of each pinned version deploys beside the control plane (its `config images list`;
+# the tools tier checks this table against the built kubeadm): etcd, CoreDNS and pause tags.
+KUBEADM_IMAGE_TAGS = MappingProxyType(
+    {
+        "v1.35.1": MappingProxyType({"etcd": "3.6.6-0", "coredns": "v1.13.1", "pause": "3.10.1"}),
+        "v1.36.1": MappingProxyType({"etcd": "3.6.8-0", "coredns": "v1.14.2", "pause": "3.10.2"}),
+    }
+)
+
+
+def kubeadm_images(version: str) -> tuple[str, ...]:
+    """Every image `kubeadm init` of `version` runs, as `kubeadm config images list` names them."""
+    tags = KUBEADM_IMAGE_TAGS[version]
+    return (
+        *(f"registry.k8s.io/{c}:{version}" for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")),
+        f"registry.k8s.io/kube-proxy:{version}",
+        f"registry.k8s.io/coredns/coredns:{tags['coredns']}",
+        f"registry.k8s.io/pause:{tags['pause']}",
+        f"registry.k8s.io/etcd:{tags['etcd']}",
+    )
+
+
 # The management cluster's storage: rancher's local-path provisioner (hostPath volumes made on
 # demand, deleted with their claim), built from its Go module; its helper pods run the node's busybox.
 LOCAL_PATH_PROVISIONER_VERSION = "v0.0.33"

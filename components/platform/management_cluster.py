@@ -1,4 +1,5 @@
-"""ManagementCluster: the cluster Kamaji runs in, as a k3s container or an adopted kubeconfig."""
+"""ManagementCluster: the cluster Kamaji runs in: a node container with `kubeadm init` (the
+default: components.ops.management_node says why), a k3s container, or an adopted kubeconfig."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
 from components.config import versions
-from components.config.model import MODE_DOCKER, ClusterConfig, MirrorConfig
+from components.config.model import DISTRIBUTION_K3S, MODE_DOCKER, ClusterConfig, MirrorConfig
+from components.ops import local_path
 from components.ops.kube import rewrite_server
-from components.ops.registry_mirror import K3S, mirror_files
+from components.ops.management_node import INIT, INIT_CONFIG_PATH, init_configuration
+from components.ops.node_container import NodeContainer
+from components.ops.registry_mirror import CONTAINERD, K3S, mirror_files
+from components.platform.lab_node import node_container
 
 K3S_API_PORT = 6443
 
@@ -33,7 +38,9 @@ class ManagementClusterArgs:
     cluster: ClusterConfig
     # Given when the cluster is adopted (config mode "kubeconfig"); a secret.
     kubeconfig: pulumi.Input[str] | None = None
-    # The k3s image (config `images.k3s`).
+    # The management node's image (config `images.management`; distribution kubeadm).
+    node_image: str = f"{versions.LAB_NODE_REPOSITORY}:{versions.MANAGEMENT_KUBERNETES_VERSION}"
+    # The k3s image (config `images.k3s`; distribution k3s).
     k3s_image: str = versions.K3S_IMAGE
     # The registry mirror k3s pulls through (config `mirror`), for these registries.
     mirror: MirrorConfig | None = None
@@ -41,7 +48,8 @@ class ManagementClusterArgs:
 
 
 class ManagementCluster(pulumi.ComponentResource):
-    """Network + k3s server container + its kubeconfig as a secret, or an adopted kubeconfig.
+    """Network + the management node (kubeadm, with its storage) or a k3s server container, and
+    its kubeconfig as a secret; or an adopted kubeconfig.
 
     Either way the result is `provider`, a kubernetes Provider every platform resource uses, and
     `network_name`, the Docker network the tenants' worker containers join.
@@ -62,8 +70,11 @@ class ManagementCluster(pulumi.ComponentResource):
             ipam_configs=[docker.NetworkIpamConfigArgs(subnet=c.subnet)],
             opts=child,
         )
-        if c.mode == MODE_DOCKER:
+        self.ready: list[pulumi.Resource] = []
+        if c.mode == MODE_DOCKER and c.distribution == DISTRIBUTION_K3S:
             self.kubeconfig = self._k3s(name, args, child)
+        elif c.mode == MODE_DOCKER:
+            self.kubeconfig = self._kubeadm(name, args, child)
         else:
             if args.kubeconfig is None:
                 raise ValueError("an adopted management cluster needs its kubeconfig")
@@ -73,7 +84,47 @@ class ManagementCluster(pulumi.ComponentResource):
             kubeconfig=self.kubeconfig,
             opts=pulumi.ResourceOptions(parent=self),
         )
+        if c.mode == MODE_DOCKER and c.distribution != DISTRIBUTION_K3S:
+            # What k3s brings itself: a default StorageClass for Kamaji's DataStore.
+            self.storage = k8s.yaml.v2.ConfigGroup(
+                f"{name}-storage",
+                objs=local_path.manifests(),
+                opts=pulumi.ResourceOptions(parent=self, provider=self.provider),
+            )
+            self.ready.append(self.storage)
         self.register_outputs({"kubeconfig": self.kubeconfig, "network": self.network.name})
+
+    def _kubeadm(self, name: str, args: ManagementClusterArgs, child: pulumi.ResourceOptions) -> pulumi.Output[str]:
+        c = args.cluster
+        node = f"{c.name}-management"
+        files = {
+            **mirror_files(args.mirror, args.mirror_registries, CONTAINERD),
+            INIT_CONFIG_PATH: init_configuration(node, c.management_ip, versions.MANAGEMENT_KUBERNETES_VERSION, c.name),
+        }
+        spec = NodeContainer(
+            name=node, image=args.node_image, var_volume=f"{node}-var", files=tuple(sorted(files.items()))
+        )
+        image = docker.RemoteImage(f"{name}-node-image", name=args.node_image, keep_locally=True, opts=child)
+        var = docker.Volume(f"{name}-node-var", name=spec.var_volume, opts=child)
+        container = node_container(
+            f"{name}-node",
+            spec,
+            image.image_id,
+            self.network.name,
+            ipv4_address=c.management_ip,
+            restart="unless-stopped",
+            max_retry_count=None,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[var]),
+        )
+        init = command.local.Command(
+            f"{name}-init",
+            create=INIT,
+            environment={"NODE": container.name},
+            triggers=[container.id],
+            logging=command.local.Logging.NONE,
+            opts=pulumi.ResourceOptions(parent=self, additional_secret_outputs=["stdout"]),
+        )
+        return pulumi.Output.secret(init.stdout)
 
     def _k3s(self, name: str, args: ManagementClusterArgs, child: pulumi.ResourceOptions) -> pulumi.Output[str]:
         c = args.cluster

@@ -33,7 +33,8 @@ from components.ops.bootstrap import (
     token_id,
     worker_joins,
 )
-from components.ops.node_container import MODULES_PATH, NodeContainer
+from components.ops.node_container import NodeContainer
+from components.platform.lab_node import node_container
 from components.providers.bootstrap_token import BootstrapToken
 from components.providers.node_handover import NodeDrain
 from components.providers.node_membership import NodeMembership
@@ -157,33 +158,13 @@ class WorkerNode(pulumi.ComponentResource):
             files=tuple(sorted(args.files.items())),
         )
         var = docker.Volume(f"{name}-var", name=spec.var_volume, opts=child)
-        self.container = docker.Container(
+        self.container = node_container(
             f"{name}-container",
-            name=spec.name,
-            hostname=spec.name,
-            image=image.image_id,
-            privileged=spec.privileged,
-            security_opts=list(spec.security_opts),
-            tmpfs=dict.fromkeys(spec.tmpfs, ""),
-            cgroupns_mode=spec.cgroupns_mode,
-            envs=list(spec.envs),
-            stop_signal=spec.stop_signal,
-            volumes=[
-                docker.ContainerVolumeArgs(volume_name=var.name, container_path="/var"),
-                docker.ContainerVolumeArgs(host_path=MODULES_PATH, container_path=MODULES_PATH, read_only=True),
-            ],
-            networks_advanced=[docker.ContainerNetworksAdvancedArgs(name=args.network)],
-            # None without files: a lab without a mirror keeps the container it had.
-            uploads=[
-                docker.ContainerUploadArgs(file=path, content=content, permissions="0644")
-                for path, content in spec.files
-            ]
-            or None,
-            restart="on-failure",
-            max_retry_count=1,
-            must_run=True,
+            spec,
+            image.image_id,
+            args.network,
             # The name is the Node's: two containers cannot hold it at once.
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[self.drain]),
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[self.drain, var]),
         )
         token = BootstrapToken(
             f"{name}-token",

@@ -18,14 +18,10 @@ lab's network and reach it through the host. Nothing here is asked of any other 
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -34,14 +30,13 @@ from components.config.image_refs import STANDARD_REGISTRIES, ImageRef
 from components.config.versions import DEFAULT_TENANT_VERSION
 from components.ops.registry_mirror import CA_FILE, CONTAINERD_CERTS_DIR, Mirror, containerd_files
 from tests.support.cluster import self_signed, signed_by
-from tests.support.docker_lab import BUSYBOX, ROOT, control_plane_image, docker, missing
+from tests.support.docker_lab import BUSYBOX, control_plane_image, docker, missing
 from tests.support.lab_join import join_worker, node_ready
+from tests.support.registry import MIRROR_PUSH, Registry, bridge_gateway, lab_registry, requests
 from tests.support.waits import settles
 
 pytestmark = pytest.mark.docker
 
-REGISTRY_SH = ROOT / "tools/lab/registry.sh"
-MIRROR_PUSH = ROOT / "tools/lab/mirror-push.sh"
 # The upstream name the pods ask for; pushed into the mirror from the lab's own busybox.
 UPSTREAM = "docker.io/library/busybox:1.36"
 # An upstream name the mirror never had.
@@ -50,58 +45,10 @@ ABSENT = "docker.io/library/busybox:1.37"
 TLS_UPSTREAM = "docker.io/library/busybox:1.36.1"
 
 
-@dataclass
-class Registry:
-    endpoint: str
-    env: dict[str, str]
-    log: Path
-    ca: Path | None = None  # the CA (PEM) that signed an HTTPS registry's certificate
-
-    @property
-    def host(self) -> str:
-        return Mirror(self.endpoint).host
-
-    def script(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            ["bash", str(REGISTRY_SH), *args], env=self.env, capture_output=True, text=True, timeout=120
-        )
-
-
-def _free_port(address: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((address, 0))
-        return s.getsockname()[1]
-
-
-def _bridge_gateway() -> str:
-    return docker("network", "inspect", "bridge", "--format", "{{(index .IPAM.Config 0).Gateway}}")
-
-
-@contextmanager
-def _lab_registry(cache: Path, address: str, *options: str) -> Iterator[Registry]:
-    """tools/lab/registry.sh start on `address`, a free port, its cache in `cache` (with --tls it
-    says https://, else http://); stopped after."""
-    for tool, package in (("docker-registry", "docker-registry"), ("skopeo", "skopeo")):
-        if shutil.which(tool) is None:
-            missing(f"no {tool} (apt-get install {package})")
-    env = {**os.environ, "GPU_TENANCY_CACHE": str(cache)}
-    reg = Registry(endpoint="", env=env, log=cache / "registry/registry.log")
-    listen = f"{address}:{_free_port(address)}"
-    started = reg.script("start", "--listen", listen, *options)
-    assert started.returncode == 0, started.stderr
-    reg.endpoint = started.stdout.strip()
-    assert reg.endpoint == f"{'https' if '--tls' in options else 'http'}://{listen}", started
-    try:
-        yield reg
-    finally:
-        stopped = reg.script("stop")
-        assert stopped.returncode == 0, stopped.stderr
-
-
 @pytest.fixture(scope="module")
 def registry(engine, tmp_path_factory) -> Iterator[Registry]:
-    gateway = _bridge_gateway()
-    with _lab_registry(tmp_path_factory.mktemp("registry-cache"), gateway) as reg:
+    gateway = bridge_gateway()
+    with lab_registry(tmp_path_factory.mktemp("registry-cache"), gateway) as reg:
         yield reg
 
 
@@ -198,12 +145,6 @@ def _events(core, pod: str) -> list[tuple[str, str]]:
     return [(e.reason, e.message) for e in events]
 
 
-def _requests(registry: Registry, path: str) -> list[str]:
-    """The registry's access lines for `path` from a containerd (HEAD or GET first)."""
-    lines = [line for line in registry.log.read_text().splitlines() if path in line and "containerd" in line]
-    return [line for line in lines if '"HEAD ' in line or '"GET ' in line] or lines
-
-
 def test_the_node_starts_with_the_mirror_s_files(node, lab, files):
     assert set(files) == {f"{CONTAINERD_CERTS_DIR}/{r}/hosts.toml" for r in STANDARD_REGISTRIES}
     for path, content in files.items():
@@ -221,7 +162,7 @@ def test_a_pod_naming_an_upstream_image_runs_from_the_mirror(control_plane, node
     assert settles(running, timeout=120, interval=0.5), core.read_namespaced_pod("from-mirror", "default").status
     seconds = time.monotonic() - start
     wanted = "/v2/docker.io/library/busybox/manifests/1.36"
-    access = _requests(registry, wanted)
+    access = requests(registry, wanted)
     assert access, f"the registry's log has no request for {wanted}:\n{registry.log.read_text()[-3000:]}"
     print(f"\n[measured] pod Running {seconds:.1f} s after creation; registry log: {access[0]}")
 
@@ -263,7 +204,7 @@ def test_the_lab_s_kube_apiserver_image_runs_from_the_mirror(control_plane, lab,
     streams, log = _container_log(lab, node, core.read_namespaced_pod("kube-apiserver-version", "default"))
     assert (streams, log) == ({"stdout"}, f"Kubernetes {DEFAULT_TENANT_VERSION}\n"), (streams, log)
     wanted = f"/v2/registry.k8s.io/kube-apiserver/manifests/{DEFAULT_TENANT_VERSION}"
-    access = _requests(registry, wanted)
+    access = requests(registry, wanted)
     assert access, f"the registry's log has no request for {wanted}:\n{registry.log.read_text()[-3000:]}"
     print(f"\n[measured] pod Succeeded {seconds:.1f} s after creation; log: {log.strip()!r}; registry log: {access[0]}")
 
@@ -300,10 +241,10 @@ def _ca_and_server_certificate(directory: Path, address: str) -> tuple[str, Path
 
 @pytest.fixture(scope="module")
 def tls_registry(engine, tmp_path_factory) -> Iterator[Registry]:
-    gateway = _bridge_gateway()
+    gateway = bridge_gateway()
     pki = tmp_path_factory.mktemp("registry-pki")
     ca_pem, cert, key = _ca_and_server_certificate(pki, gateway)
-    with _lab_registry(tmp_path_factory.mktemp("registry-tls-cache"), gateway, "--tls", str(cert), str(key)) as reg:
+    with lab_registry(tmp_path_factory.mktemp("registry-tls-cache"), gateway, "--tls", str(cert), str(key)) as reg:
         reg.ca = pki / "ca.crt"
         reg.ca.write_text(ca_pem)
         yield reg
@@ -358,7 +299,7 @@ def test_over_https_a_pod_runs_from_the_mirror_trusting_the_ca_it_was_given(
     )
     seconds = time.monotonic() - start
     wanted = "/v2/docker.io/library/busybox/manifests/1.36.1"
-    access = _requests(tls_registry, wanted)
+    access = requests(tls_registry, wanted)
     assert access, f"the registry's log has no request for {wanted}:\n{tls_registry.log.read_text()[-3000:]}"
     print(f"\n[measured] pod Running {seconds:.1f} s after creation (https); registry log: {access[0]}")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from components.config.versions import LAB_NODE_REPOSITORY
+from components.config.versions import LAB_BUSYBOX_IMAGE, LAB_NODE_REPOSITORY
 from components.ops.node_container import NodeContainer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ REQUIRE_ENV = "GPU_TENANCY_REQUIRE_DOCKER"
 # A node's cap: a joined worker with a few pods stays well under it (bench/node_image.py measures).
 NODE_MEMORY_MIB = 1024
 # The busybox every node image carries (Debian bookworm's busybox-static; tools/images/build.sh).
-BUSYBOX = "gpu-tenancy/busybox:1.35.0"
+BUSYBOX = LAB_BUSYBOX_IMAGE
 TUNABLES = ("kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory")
 
 

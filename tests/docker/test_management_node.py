@@ -1,0 +1,327 @@
+"""The management cluster as the stack makes it (issue 39): one node container from the lab's node
+image, `kubeadm init` through the project's own configuration and INIT script
+(components.ops.management_node), every image pulled through the lab's registry mirror, from
+images built here (tools/images/build.sh). Then what Kamaji needs of it:
+- the node Ready with no control-plane taint, its API server answering the host on the node's address;
+- CoreDNS answering a pod's lookup of the API's Service name;
+- a PersistentVolumeClaim that names no class bound through the lab's default StorageClass
+  (the local-path provisioner, components.ops.local_path), written by a pod, and its volume and
+  directory removed with the claim;
+- a NodePort answering from the host on the node's address (what `managementIp` is for);
+- a tenant-version kube-apiserver pod running from the mirror (imagePullPolicy Always, as Kamaji
+  pulls a tenant's API server).
+Measured: start to `Ready`, the node's peak memory while these ran."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import yaml
+
+from components.config.image_refs import STANDARD_REGISTRIES
+from components.config.versions import (
+    DEFAULT_TENANT_VERSION,
+    LAB_BUSYBOX_IMAGE,
+    LOCAL_PATH_PROVISIONER_IMAGE,
+    MANAGEMENT_KUBERNETES_VERSION,
+    kubeadm_images,
+)
+from components.ops import local_path
+from components.ops.kube import api_client
+from components.ops.management_node import INIT, INIT_CONFIG_PATH, init_configuration
+from components.ops.registry_mirror import Mirror, containerd_files
+from tests.support.docker_lab import DockerLab, docker, missing, node_image
+from tests.support.registry import Registry, bridge_gateway, lab_registry, push, requests
+from tests.support.waits import settles
+
+pytestmark = pytest.mark.docker
+
+# The management node's cap here: the control plane, CoreDNS and the provisioner use about 0.7 GiB.
+MANAGEMENT_MEMORY_MIB = 3072
+
+
+def _images() -> list[str]:
+    """What the node pulls: kubeadm's images but pause (the node carries it) and the provisioner."""
+    wanted = [i for i in kubeadm_images(MANAGEMENT_KUBERNETES_VERSION) if "/pause:" not in i]
+    wanted.append(LOCAL_PATH_PROVISIONER_IMAGE)
+    wanted.append(f"registry.k8s.io/kube-apiserver:{DEFAULT_TENANT_VERSION}")
+    absent = [i for i in dict.fromkeys(wanted) if not docker("image", "inspect", "--format", "{{.Id}}", i, check=False)]
+    if absent:
+        missing(f"no {', '.join(absent)} (build them: tools/images/build.sh management)")
+    return list(dict.fromkeys(wanted))
+
+
+@pytest.fixture(scope="module")
+def mirror(engine, tmp_path_factory) -> Iterator[Registry]:
+    images = _images()
+    with lab_registry(tmp_path_factory.mktemp("management-registry"), bridge_gateway()) as reg:
+        seconds = push(reg, *images)
+        print(f"\n[measured] {len(images)} images pushed into the mirror in {seconds:.1f} s")
+        yield reg
+
+
+@dataclass
+class Management:
+    node: str
+    address: str
+    kubeconfig: str
+    init_seconds: float
+    ready_seconds: float
+
+    def client(self) -> Any:
+        return api_client(self.kubeconfig)
+
+    def core(self) -> Any:
+        from kubernetes import client
+
+        return client.CoreV1Api(self.client())
+
+
+def _ready(core: Any, name: str) -> bool:
+    node = core.read_node(name)
+    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+
+
+@pytest.fixture(scope="module")
+def management(lab: DockerLab, mirror: Registry, tunables) -> Management:
+    image = node_image(MANAGEMENT_KUBERNETES_VERSION)
+    start = time.monotonic()
+    name = lab.start_node(
+        "management",
+        image,
+        memory_mib=MANAGEMENT_MEMORY_MIB,
+        files=containerd_files(Mirror(mirror.endpoint), STANDARD_REGISTRIES),
+    )
+    address = docker(
+        "inspect", "--format", f"{{{{(index .NetworkSettings.Networks {lab.network!r}).IPAddress}}}}", name
+    )
+    # The stack writes it before the container starts (an upload); here the address is Docker's
+    # choice, known only once the container runs, and nothing reads the file before INIT.
+    config = init_configuration(name, address, MANAGEMENT_KUBERNETES_VERSION, lab.prefix)
+    lab.exec(name, "sh", "-c", f"mkdir -p $(dirname {INIT_CONFIG_PATH}) && cat > {INIT_CONFIG_PATH}", input=config)
+    proc = subprocess.run(
+        ["/bin/sh", "-c", INIT], capture_output=True, text=True, timeout=900, env={**os.environ, "NODE": name}
+    )
+    init_seconds = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    kubeconfig = proc.stdout
+    assert yaml.safe_load(kubeconfig)["clusters"][0]["cluster"]["server"] == f"https://{address}:6443"
+    m = Management(name, address, kubeconfig, init_seconds, 0.0)
+    core = m.core()
+    assert settles(lambda: _ready(core, name), timeout=180, interval=1), core.read_node(name).status.conditions
+    m.ready_seconds = time.monotonic() - start
+    print(
+        f"\n[measured] kubeadm init done {init_seconds:.1f} s after the container was made; "
+        f"Ready at {m.ready_seconds:.1f} s"
+    )
+    return m
+
+
+def test_the_node_is_ready_untainted_at_the_pinned_version(management):
+    node = management.core().read_node(management.node)
+    assert node.status.node_info.kubelet_version == MANAGEMENT_KUBERNETES_VERSION
+    assert not node.spec.taints, node.spec.taints
+    assert [a.address for a in node.status.addresses if a.type == "InternalIP"] == [management.address]
+    assert node.spec.pod_cidr, "no pod CIDR: the node's pod network has nothing to serve"
+
+
+def test_every_control_plane_image_came_through_the_mirror(management, mirror):
+    for image in kubeadm_images(MANAGEMENT_KUBERNETES_VERSION):
+        if "/pause:" in image:
+            continue
+        ref = image.split("/", 1)[1]
+        repo, tag = ref.rsplit(":", 1)
+        path = f"/v2/registry.k8s.io/{repo}/manifests/{tag}"
+        assert requests(mirror, path), f"no request for {path} in the registry's log"
+
+
+def _pod(core: Any, name: str, spec: dict[str, Any]) -> None:
+    core.create_namespaced_pod(
+        "default",
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": name}}, "spec": spec},
+    )
+
+
+def _finished(core: Any, name: str, timeout: float = 180) -> str:
+    """The pod's phase once Succeeded or Failed, and its log."""
+
+    def phase() -> str:
+        return core.read_namespaced_pod(name, "default").status.phase
+
+    assert settles(lambda: phase() in ("Succeeded", "Failed"), timeout=timeout, interval=1), (
+        core.read_namespaced_pod(name, "default").status,
+        _events(core, name),
+    )
+    log = core.read_namespaced_pod_log(name, "default")
+    assert phase() == "Succeeded", (log, _events(core, name))
+    return log
+
+
+def _events(core: Any, name: str) -> list[tuple[str, str]]:
+    items = core.list_namespaced_event("default", field_selector=f"involvedObject.name={name}").items
+    return [(e.reason, e.message) for e in items]
+
+
+def _once(command: str, image: str = LAB_BUSYBOX_IMAGE, **extra: Any) -> dict[str, Any]:
+    return {
+        "restartPolicy": "Never",
+        "containers": [
+            {"name": "main", "image": image, "imagePullPolicy": "IfNotPresent", "command": ["sh", "-c", command]}
+        ],
+        **extra,
+    }
+
+
+def test_coredns_answers_a_pod(management):
+    core = management.core()
+    _pod(core, "dns", _once("nslookup kubernetes.default.svc.cluster.local"))
+    log = _finished(core, "dns")
+    api = core.read_namespaced_service("kubernetes", "default").spec.cluster_ip
+    assert f"Address: {api}" in log or f"Address 1: {api}" in log, log
+    print(f"\n[measured] kubernetes.default.svc.cluster.local -> {api} through CoreDNS")
+
+
+def _apply(kubeconfig: str, objects: list[dict[str, Any]]) -> None:
+    """The objects, created in order, as the stack's ConfigGroup does."""
+    from kubernetes import utils
+
+    client = api_client(kubeconfig)
+    for obj in objects:
+        utils.create_from_dict(client, obj)
+
+
+@pytest.fixture(scope="module")
+def storage(management) -> None:
+    _apply(management.kubeconfig, local_path.manifests())
+    from kubernetes import client
+
+    apps = client.AppsV1Api(management.client())
+
+    def available() -> bool:
+        d = apps.read_namespaced_deployment("local-path-provisioner", local_path.NAMESPACE)
+        return (d.status.available_replicas or 0) >= 1
+
+    assert settles(available, timeout=180, interval=1), _namespace_events(management.core(), local_path.NAMESPACE)
+
+
+def _namespace_events(core: Any, namespace: str) -> list[tuple[str, str, str]]:
+    items = core.list_namespaced_event(namespace).items
+    return [(e.involved_object.name, e.reason, e.message) for e in items]
+
+
+def test_a_claim_binds_through_the_default_class_and_goes_with_its_volume(management, storage, lab):
+    core = management.core()
+    start = time.monotonic()
+    core.create_namespaced_persistent_volume_claim(
+        "default",
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+        },
+    )
+    spec = _once(
+        "echo kept > /data/file && cat /data/file",
+        volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+    )
+    spec["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+    _pod(core, "writer", spec)
+    assert _finished(core, "writer").strip() == "kept"
+    claim = core.read_namespaced_persistent_volume_claim("data", "default")
+    assert claim.status.phase == "Bound"
+    assert claim.spec.storage_class_name == local_path.STORAGE_CLASS
+    volume = core.read_persistent_volume(claim.spec.volume_name)
+    path = volume.spec.host_path.path if volume.spec.host_path else volume.spec.local.path
+    assert path.startswith(local_path.VOLUMES_PATH + "/"), path
+    assert lab.exec(management.node, "cat", f"{path}/file") == "kept"
+    print(f"\n[measured] claim bound and written {time.monotonic() - start:.1f} s after creation at {path}")
+
+    core.delete_namespaced_pod("writer", "default")
+    assert settles(lambda: not core.list_namespaced_pod("default", label_selector="app=writer").items, timeout=60)
+    core.delete_namespaced_persistent_volume_claim("data", "default")
+
+    def gone() -> bool:
+        return not [v for v in core.list_persistent_volume().items if v.metadata.name == volume.metadata.name]
+
+    assert settles(gone, timeout=120, interval=1), _namespace_events(core, local_path.NAMESPACE)
+    assert settles(lambda: not _exists(management.node, path), timeout=60), f"{path} left on the node"
+
+
+def _exists(node: str, path: str) -> bool:
+    return docker("exec", node, "sh", "-c", f"test -e {path} && echo yes || echo no") == "yes"
+
+
+def test_a_nodeport_answers_the_host_on_the_node_s_address(management):
+    core = management.core()
+    _pod(
+        core,
+        "web",
+        {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": LAB_BUSYBOX_IMAGE,
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": [
+                        "sh",
+                        "-c",
+                        "mkdir -p /www && echo served > /www/index.html && httpd -f -p 8080 -h /www",
+                    ],
+                    "ports": [{"containerPort": 8080}],
+                }
+            ]
+        },
+    )
+    service = core.create_namespaced_service(
+        "default",
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "web"},
+            "spec": {"type": "NodePort", "selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]},
+        },
+    )
+    port = service.spec.ports[0].node_port
+    url = f"http://{management.address}:{port}/"
+    body: list[str] = []
+
+    def answers() -> bool:
+        try:
+            with urllib.request.urlopen(url, timeout=3) as r:
+                body[:] = [r.read().decode()]
+            return True
+        except OSError:
+            return False
+
+    assert settles(answers, timeout=120, interval=1), (core.read_namespaced_pod("web", "default").status, url)
+    assert body == ["served\n"], body
+    print(f"\n[measured] {url} answered the host: {body[0].strip()!r}")
+
+
+def test_a_tenant_version_kube_apiserver_runs_from_the_mirror(management, mirror):
+    core = management.core()
+    image = f"registry.k8s.io/kube-apiserver:{DEFAULT_TENANT_VERSION}"
+    spec = {
+        "restartPolicy": "Never",
+        "containers": [
+            {"name": "main", "image": image, "imagePullPolicy": "Always", "command": ["kube-apiserver", "--version"]}
+        ],
+    }
+    _pod(core, "tenant-apiserver", spec)
+    assert _finished(core, "tenant-apiserver") == f"Kubernetes {DEFAULT_TENANT_VERSION}\n"
+    pulls = requests(mirror, f"/v2/registry.k8s.io/kube-apiserver/manifests/{DEFAULT_TENANT_VERSION}")
+    assert len(pulls) >= 2, pulls  # kubeadm's pull, then the pod's own (Always)
+
+
+def test_memory(management, lab):
+    mib = lab.memory_mib(management.node)
+    print(f"\n[measured] the management node uses {mib:.0f} MiB (cap {MANAGEMENT_MEMORY_MIB})")
+    assert mib < MANAGEMENT_MEMORY_MIB
