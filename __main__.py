@@ -54,8 +54,8 @@ else:
             provider=cluster.provider,
             cert_manager_chart=cfg.chart("certManager"),
             kamaji_chart=cfg.chart("kamaji"),
+            depends_on=cluster.ready,
         ),
-        opts=pulumi.ResourceOptions(depends_on=cluster.ready),
     )
     management_provider, network, datastore, kamaji = (
         cluster.provider,

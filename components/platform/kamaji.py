@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -47,6 +47,8 @@ class KamajiPlatformArgs:
     # Where each chart comes from (config `charts.certManager`, `charts.kamaji`); None: its repository.
     cert_manager_chart: ChartSource | None = None
     kamaji_chart: ChartSource | None = None
+    # What the cluster must have first (the management node's StorageClass, for the DataStore's claims).
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
 
 
 class KamajiPlatform(pulumi.ComponentResource):
@@ -69,6 +71,7 @@ class KamajiPlatform(pulumi.ComponentResource):
                 CERT_MANAGER_NAMESPACE,
                 cert_manager_values(),
                 args.provider,
+                depends_on=list(args.depends_on),
                 source=args.cert_manager_chart,
             ),
             parent=self,
@@ -80,7 +83,7 @@ class KamajiPlatform(pulumi.ComponentResource):
                 KAMAJI_NAMESPACE,
                 kamaji_values(),
                 args.provider,
-                depends_on=[self.cert_manager],
+                depends_on=[self.cert_manager, *args.depends_on],
                 source=args.kamaji_chart,
             ),
             parent=self,

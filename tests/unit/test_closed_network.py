@@ -15,12 +15,14 @@ from components.config.image_refs import STANDARD_REGISTRIES, ImageRef
 from components.config.load import load_stack_config, load_stack_file
 from components.config.problems import ConfigError
 from components.ops import image_list
+from components.ops.management_node import INIT_CONFIG_PATH
 from components.ops.registry_mirror import (
     CONTAINERD_CERTS_DIR,
     K3S_MIRROR_CA,
     K3S_REGISTRIES,
     Mirror,
     containerd_files,
+    hosts_toml,
     k3s_registries_yaml,
 )
 from tests.support.certs import self_signed_ca_pem
@@ -192,10 +194,23 @@ def _uploads(rec, typ="docker:index/container:Container"):
     return {r.name: r.inputs.get("uploads") for r in rec.of_type(typ)}
 
 
+def _k3s(config: dict) -> dict:
+    config["gpu-tenancy:cluster"] = {**config.get("gpu-tenancy:cluster", {}), "distribution": "k3s"}
+    return config
+
+
 def test_without_a_mirror_no_container_gets_files():
     rec = run_program(copy.deepcopy(DEV))
-    assert {name: up for name, up in _uploads(rec).items() if up and ("k3s" in name or "worker" in name)} == {}
+    assert {name: up for name, up in _uploads(rec).items() if up and "worker" in name} == {}
+    # The management node gets its init configuration only.
+    assert [u["file"] for u in _uploads(rec)["management-node"]] == [INIT_CONFIG_PATH]
+    rec = run_program(_k3s(copy.deepcopy(DEV)))
+    assert _uploads(rec)["management-k3s"] is None
     assert "--disable-default-registry-endpoint" not in rec.named("management-k3s").inputs["command"]
+
+
+def _mirrored(registries: str | set[str]) -> set[str]:
+    return {f"{CONTAINERD_CERTS_DIR}/{r}/hosts.toml" for r in registries}
 
 
 def test_with_a_mirror_every_node_starts_with_it():
@@ -203,14 +218,20 @@ def test_with_a_mirror_every_node_starts_with_it():
     config["gpu-tenancy:mirror"] = {"endpoint": "http://172.17.0.1:5000"}
     rec = run_program(config)
     uploads = _uploads(rec)
-    k3s = {u["file"]: u["content"] for u in uploads["management-k3s"]}
-    assert json.loads(k3s[K3S_REGISTRIES])["mirrors"]["registry.k8s.io"]["endpoint"] == ["http://172.17.0.1:5000"]
-    assert "--disable-default-registry-endpoint" in rec.named("management-k3s").inputs["command"]
+    management = {u["file"]: u["content"] for u in uploads["management-node"]}
+    assert _mirrored(STANDARD_REGISTRIES) <= set(management)
+    for r in STANDARD_REGISTRIES:
+        assert management[f"{CONTAINERD_CERTS_DIR}/{r}/hosts.toml"] == hosts_toml(Mirror("http://172.17.0.1:5000"), r)
     workers = [name for name in uploads if name.endswith("-container") and "worker" in name]
     assert workers
     for name in workers:
         files = {u["file"] for u in uploads[name]}
-        assert {f"{CONTAINERD_CERTS_DIR}/{r}/hosts.toml" for r in STANDARD_REGISTRIES} <= files
+        assert _mirrored(STANDARD_REGISTRIES) <= files
+
+    rec = run_program(_k3s(copy.deepcopy(config)))
+    k3s = {u["file"]: u["content"] for u in _uploads(rec)["management-k3s"]}
+    assert json.loads(k3s[K3S_REGISTRIES])["mirrors"]["registry.k8s.io"]["endpoint"] == ["http://172.17.0.1:5000"]
+    assert "--disable-default-registry-endpoint" in rec.named("management-k3s").inputs["command"]
 
 
 def test_image_and_chart_keys_reach_the_resources(tmp_path):
@@ -226,8 +247,12 @@ def test_image_and_chart_keys_reach_the_resources(tmp_path):
         "hami": str(chart),
         "kamaji": "oci://registry.example.com/charts/kamaji:0.0.0_latest",
     }
+    config["gpu-tenancy:images"]["management"] = "registry.example.com/gpu-tenancy/node:v1.35.1"
     rec = run_program(config)
-    assert rec.named("management-k3s-image").inputs["name"] == "registry.example.com/rancher/k3s:v1.35.0-k3s1"
+    assert rec.named("management-node-image").inputs["name"] == "registry.example.com/gpu-tenancy/node:v1.35.1"
+    assert run_program(_k3s(copy.deepcopy(config))).named("management-k3s-image").inputs["name"] == (
+        "registry.example.com/rancher/k3s:v1.35.0-k3s1"
+    )
     assert rec.named("team-a-worker-0-image").inputs["name"] == "registry.example.com/kindest/node:v1.35.1"
     releases = {r.name: r.inputs for r in rec.of_type("kubernetes:helm.sh/v3:Release")}
     hami = next(v for k, v in releases.items() if k.startswith("team-a") and "hami" in k)
@@ -252,6 +277,7 @@ def test_the_defaults_written_out_give_the_graph_no_key_gives():
     plain = run_program(copy.deepcopy(DEV))
     config = copy.deepcopy(DEV)
     config["gpu-tenancy:images"] = {
+        "management": f"{versions.LAB_NODE_REPOSITORY}:{versions.MANAGEMENT_KUBERNETES_VERSION}",
         "k3s": versions.K3S_IMAGE,
         "kwok": versions.KWOK_IMAGE,
         "releaserBase": versions.RELEASER_BASE_IMAGE,

@@ -1,11 +1,15 @@
 """The program's resource graph under mocks: every edge of the design's graph, the values sent
 to each chart and custom resource, secrets kept secret. Providers and engine are mocked."""
 
+import copy
+
 import pytest
 import yaml
 
+from components.config import versions
 from components.ops.bound_token import self_renewal_rules
 from components.ops.kube import endpoint_kubeconfig
+from components.ops.management_node import INIT, INIT_CONFIG_PATH, init_configuration
 from components.ops.release.policy import RBAC_RULES
 from tests.support.harness import (
     AUTOMATION_TOKEN,
@@ -31,12 +35,40 @@ def rec():
 
 
 def test_management_cluster_edges(rec):
+    assert {"management-network", "management-node-image", "management-node-var"} <= deps(rec, "management-node")
+    assert "management-node" in deps(rec, "management-init")
+    assert "management-init" in deps(rec, "management-k8s")
+    # Kamaji's DataStore claims volumes: the storage class exists before Kamaji's charts.
+    for name in ("kamaji-cert-manager", "kamaji-kamaji"):
+        assert "management-storage" in deps(rec, name), (name, deps(rec, name))
+
+
+def test_management_node_is_the_lab_s_node_image_with_the_project_s_init(rec):
+    node = rec.named("management-node").inputs
+    assert node["networksAdvanced"][0]["ipv4Address"] == "172.30.0.2"
+    assert node["name"] == "gpu-lab-management" and node["privileged"] is True
+    assert rec.named("management-node-image").inputs["name"] == (
+        f"{versions.LAB_NODE_REPOSITORY}:{versions.MANAGEMENT_KUBERNETES_VERSION}"
+    )
+    uploads = {u["file"]: u["content"] for u in node["uploads"]}
+    assert uploads[INIT_CONFIG_PATH] == init_configuration(
+        "gpu-lab-management", "172.30.0.2", versions.MANAGEMENT_KUBERNETES_VERSION, "gpu-lab"
+    )
+    assert rec.named("management-init").inputs["create"] == INIT
+
+
+def test_management_kubeconfig_is_secret(rec):
+    kc = rec.named("management-k8s").inputs["kubeconfig"]
+    assert set(kc) == {"secret"} or "secret" in kc
+
+
+def test_k3s_stays_an_option():
+    config = copy.deepcopy(DEV)
+    config["gpu-tenancy:cluster"] = {**config.get("gpu-tenancy:cluster", {}), "distribution": "k3s"}
+    rec = run_program(config)
     assert {"management-network", "management-k3s-image", "management-k3s-data"} <= deps(rec, "management-k3s")
     assert "management-k3s" in deps(rec, "management-k3s-kubeconfig")
     assert "management-k3s-kubeconfig" in deps(rec, "management-k8s")
-
-
-def test_management_kubeconfig_is_rewritten_and_secret(rec):
     kc = rec.named("management-k8s").inputs["kubeconfig"]
     assert "secret" in kc
     assert "server: https://172.30.0.2:6443" in kc["secret"]
@@ -44,6 +76,7 @@ def test_management_kubeconfig_is_rewritten_and_secret(rec):
     k3s = rec.named("management-k3s").inputs
     assert "--tls-san=172.30.0.2" in k3s["command"]
     assert k3s["networksAdvanced"][0]["ipv4Address"] == "172.30.0.2"
+    assert not [r for r in rec.registrations if r.name in ("management-node", "management-init", "management-storage")]
 
 
 def test_kamaji_after_cert_manager_on_management_provider(rec):
