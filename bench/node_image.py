@@ -22,7 +22,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -30,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from components.config.versions import DEFAULT_TENANT_VERSION, LAB_NODE_REPOSITORY  # noqa: E402
-from tests.support.docker_lab import BUSYBOX, DockerLab, TunablesGuard, docker, ensure_engine  # noqa: E402
+from tests.support.docker_lab import BUSYBOX, DockerLab, MemorySampler, TunablesGuard, docker, ensure_engine  # noqa: E402
 from tests.support.lab_join import join_worker, node_ready, start_control_plane  # noqa: E402
 from tests.support.tools import tools_env  # noqa: E402
 from tests.support.waits import settles  # noqa: E402
@@ -47,29 +46,6 @@ def build(version: str, cold: bool) -> float:
     if cold:
         subprocess.run(["rm", "-rf", str(tmp)], check=False)
     return seconds
-
-
-class MemorySampler:
-    """Each node container's peak memory (docker stats), sampled until stopped."""
-
-    def __init__(self, lab: DockerLab):
-        self.lab, self.peak_mib = lab, {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.5):
-            for node in list(self.lab.containers):
-                try:
-                    self.peak_mib[node] = max(self.peak_mib.get(node, 0.0), self.lab.memory_mib(node))
-                except (AssertionError, ValueError, KeyError):
-                    pass
-
-    def stop(self) -> dict[str, float]:
-        self._stop.set()
-        self._thread.join(5)
-        return self.peak_mib
 
 
 def sleeper(name: str, node: str) -> dict:

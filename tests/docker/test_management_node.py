@@ -14,111 +14,48 @@ Measured: start to `Ready`, the node's peak memory while these ran."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import yaml
 
-from components.config.image_refs import STANDARD_REGISTRIES
 from components.config.versions import (
     DEFAULT_TENANT_VERSION,
     LAB_BUSYBOX_IMAGE,
-    LOCAL_PATH_PROVISIONER_IMAGE,
     MANAGEMENT_KUBERNETES_VERSION,
     kubeadm_images,
 )
 from components.ops import local_path
-from components.ops.kube import api_client
-from components.ops.management_node import INIT, INIT_CONFIG_PATH, init_configuration
-from components.ops.registry_mirror import Mirror, containerd_files
 from tests.support.docker_lab import DockerLab, docker, missing, node_image
+from tests.support.management import MANAGEMENT_MEMORY_MIB, Management, apply_storage, pulled_images, start_management
 from tests.support.registry import Registry, bridge_gateway, lab_registry, push, requests
 from tests.support.waits import settles
 
 pytestmark = pytest.mark.docker
 
-# The management node's cap here: the control plane, CoreDNS and the provisioner use about 0.7 GiB.
-MANAGEMENT_MEMORY_MIB = 3072
-
-
-def _images() -> list[str]:
-    """What the node pulls: kubeadm's images but pause (the node carries it) and the provisioner."""
-    wanted = [i for i in kubeadm_images(MANAGEMENT_KUBERNETES_VERSION) if "/pause:" not in i]
-    wanted.append(LOCAL_PATH_PROVISIONER_IMAGE)
-    wanted.append(f"registry.k8s.io/kube-apiserver:{DEFAULT_TENANT_VERSION}")
-    absent = [i for i in dict.fromkeys(wanted) if not docker("image", "inspect", "--format", "{{.Id}}", i, check=False)]
-    if absent:
-        missing(f"no {', '.join(absent)} (build them: tools/images/build.sh management)")
-    return list(dict.fromkeys(wanted))
+# A tenant's kube-apiserver, as Kamaji runs it on this cluster.
+TENANT_APISERVER = f"registry.k8s.io/kube-apiserver:{DEFAULT_TENANT_VERSION}"
 
 
 @pytest.fixture(scope="module")
 def mirror(engine, tmp_path_factory) -> Iterator[Registry]:
-    images = _images()
+    images = list(dict.fromkeys([*pulled_images(), TENANT_APISERVER]))
+    absent = [i for i in images if not docker("image", "inspect", "--format", "{{.Id}}", i, check=False)]
+    if absent:
+        missing(f"no {', '.join(absent)} (build them: tools/images/build.sh management)")
     with lab_registry(tmp_path_factory.mktemp("management-registry"), bridge_gateway()) as reg:
         seconds = push(reg, *images)
         print(f"\n[measured] {len(images)} images pushed into the mirror in {seconds:.1f} s")
         yield reg
 
 
-@dataclass
-class Management:
-    node: str
-    address: str
-    kubeconfig: str
-    init_seconds: float
-    ready_seconds: float
-
-    def client(self) -> Any:
-        return api_client(self.kubeconfig)
-
-    def core(self) -> Any:
-        from kubernetes import client
-
-        return client.CoreV1Api(self.client())
-
-
-def _ready(core: Any, name: str) -> bool:
-    node = core.read_node(name)
-    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
-
-
 @pytest.fixture(scope="module")
 def management(lab: DockerLab, mirror: Registry, tunables) -> Management:
-    image = node_image(MANAGEMENT_KUBERNETES_VERSION)
-    start = time.monotonic()
-    name = lab.start_node(
-        "management",
-        image,
-        memory_mib=MANAGEMENT_MEMORY_MIB,
-        files=containerd_files(Mirror(mirror.endpoint), STANDARD_REGISTRIES),
-    )
-    address = docker(
-        "inspect", "--format", f"{{{{(index .NetworkSettings.Networks {lab.network!r}).IPAddress}}}}", name
-    )
-    # The stack writes it before the container starts (an upload); here the address is Docker's
-    # choice, known only once the container runs, and nothing reads the file before INIT.
-    config = init_configuration(name, address, MANAGEMENT_KUBERNETES_VERSION, lab.prefix)
-    lab.exec(name, "sh", "-c", f"mkdir -p $(dirname {INIT_CONFIG_PATH}) && cat > {INIT_CONFIG_PATH}", input=config)
-    proc = subprocess.run(
-        ["/bin/sh", "-c", INIT], capture_output=True, text=True, timeout=900, env={**os.environ, "NODE": name}
-    )
-    init_seconds = time.monotonic() - start
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    kubeconfig = proc.stdout
-    assert yaml.safe_load(kubeconfig)["clusters"][0]["cluster"]["server"] == f"https://{address}:6443"
-    m = Management(name, address, kubeconfig, init_seconds, 0.0)
-    core = m.core()
-    assert settles(lambda: _ready(core, name), timeout=180, interval=1), core.read_node(name).status.conditions
-    m.ready_seconds = time.monotonic() - start
+    m = start_management(lab, node_image(MANAGEMENT_KUBERNETES_VERSION), mirror.endpoint)
     print(
-        f"\n[measured] kubeadm init done {init_seconds:.1f} s after the container was made; "
+        f"\n[measured] kubeadm init done {m.init_seconds:.1f} s after the container was made; "
         f"Ready at {m.ready_seconds:.1f} s"
     )
     return m
@@ -188,18 +125,9 @@ def test_coredns_answers_a_pod(management):
     print(f"\n[measured] kubernetes.default.svc.cluster.local -> {api} through CoreDNS")
 
 
-def _apply(kubeconfig: str, objects: list[dict[str, Any]]) -> None:
-    """The objects, created in order, as the stack's ConfigGroup does."""
-    from kubernetes import utils
-
-    client = api_client(kubeconfig)
-    for obj in objects:
-        utils.create_from_dict(client, obj)
-
-
 @pytest.fixture(scope="module")
 def storage(management) -> None:
-    _apply(management.kubeconfig, local_path.manifests())
+    apply_storage(management)
     from kubernetes import client
 
     apps = client.AppsV1Api(management.client())
@@ -308,7 +236,7 @@ def test_a_nodeport_answers_the_host_on_the_node_s_address(management):
 
 def test_a_tenant_version_kube_apiserver_runs_from_the_mirror(management, mirror):
     core = management.core()
-    image = f"registry.k8s.io/kube-apiserver:{DEFAULT_TENANT_VERSION}"
+    image = TENANT_APISERVER
     spec = {
         "restartPolicy": "Never",
         "containers": [

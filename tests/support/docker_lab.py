@@ -172,3 +172,26 @@ class DockerLab:
             docker("volume", "rm", "--force", volume, check=False)
         if self.network_id:
             docker("network", "rm", self.network_id, check=False)
+
+
+class MemorySampler:
+    """Each node container's peak memory (docker stats), sampled until stopped."""
+
+    def __init__(self, lab: DockerLab):
+        self.lab, self.peak_mib = lab, {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            for node in list(self.lab.containers):
+                try:
+                    self.peak_mib[node] = max(self.peak_mib.get(node, 0.0), self.lab.memory_mib(node))
+                except (AssertionError, ValueError, KeyError):
+                    pass
+
+    def stop(self) -> dict[str, float]:
+        self._stop.set()
+        self._thread.join(5)
+        return self.peak_mib
