@@ -4,7 +4,8 @@
 # without one), sets up .venv, logs in to
 # a file backend under .pulumi-state/, creates the dev stack on first use, then runs the update.
 # Secrets in the state are encrypted with a passphrase kept in .pulumi-passphrase (made once,
-# random, mode 0600, git-ignored) unless PULUMI_CONFIG_PASSPHRASE(_FILE) is set. Uses the pulumi
+# random, mode 0600, git-ignored) unless PULUMI_CONFIG_PASSPHRASE(_FILE) is set. Builds the lab's
+# node images the stack names and the engine lacks (tools/images/build.sh). Uses the pulumi
 # on PATH; on a machine without one (offline), the CLI is built from Go modules by tools/build.sh.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,6 +35,16 @@ if ! command -v pulumi >/dev/null 2>&1; then
   # shellcheck disable=SC1090
   . "$(bash tools/build.sh --print-env | tail -n 1)"
 fi
+# The lab's own node images the stack names (the management node's, and workers' where
+# cluster.nodeImage is the lab's) are built here, not pulled: tools/images/build.sh, cached.
+repository=$(.venv/bin/python -c 'from components.config.versions import LAB_NODE_REPOSITORY as r; print(r)')
+for ref in $(.venv/bin/python -m components.ops.image_list --stack dev --refs --pulled-by engine); do
+  case "${ref#docker.io/}" in
+    "$repository":*)
+      image=${ref#docker.io/}
+      docker image inspect "$image" >/dev/null 2>&1 || bash tools/images/build.sh node --kubernetes "${image##*:}" ;;
+  esac
+done
 mkdir -p .pulumi-state
 export PULUMI_BACKEND_URL="file://$ROOT/.pulumi-state"
 pulumi stack select dev 2>/dev/null || pulumi stack init dev --secrets-provider passphrase
