@@ -52,11 +52,6 @@ class Need:
         return ImageRef.parse(self.ref).name
 
 
-def konnectivity_version(kubernetes_version: str) -> str:
-    """Kamaji's rule for a tenant's Konnectivity images: `v0.<tenant minor>.0`."""
-    return f"v0.{kubernetes_version.split('.')[1]}.0"
-
-
 def _tenant(t: TenantConfig, cfg: StackConfig) -> list[Need]:
     v = t.kubernetes_version
     who = f"tenant {t.name}"
@@ -64,10 +59,11 @@ def _tenant(t: TenantConfig, cfg: StackConfig) -> list[Need]:
         Need(f"registry.k8s.io/{c}:{v}", MANAGEMENT, f"{who}'s control plane (Kamaji)")
         for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
     ]
-    kv = konnectivity_version(v)
+    # Every tenant's spec pins Konnectivity (Kamaji's v0.<tenant minor>.0 is not published for all).
+    server, agent = versions.KONNECTIVITY_IMAGES
     needs += [
-        Need(f"registry.k8s.io/kas-network-proxy/proxy-server:{kv}", MANAGEMENT, f"{who}'s Konnectivity server"),
-        Need(f"registry.k8s.io/kas-network-proxy/proxy-agent:{kv}", WORKERS, f"{who}'s Konnectivity agent"),
+        Need(server, MANAGEMENT, f"{who}'s Konnectivity server"),
+        Need(agent, WORKERS, f"{who}'s Konnectivity agent"),
         Need(f"registry.k8s.io/kube-proxy:{v}", WORKERS, f"{who}'s kube-proxy (Kamaji's addon)"),
         Need(versions.TENANT_COREDNS_IMAGE, WORKERS, f"{who}'s CoreDNS (Kamaji's addon)"),
     ]

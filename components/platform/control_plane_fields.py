@@ -8,7 +8,7 @@ is judged once, here:
   that Kamaji manages);
 - BOUNDED: it runs in the shared cluster but the namespace's ResourceQuota and LimitRange bound it;
 - HELD: a rule of its own holds it to one value (the platform's DataStore, the team's schema and
-  NodePorts, NodePort service, a replica cap);
+  NodePorts, NodePort service, a replica cap, the pinned Konnectivity server version);
 - REFUSED: anything else (an image, an argument, a volume, a security context, a node placement or
   a service exposure of the team's choice in the shared cluster): absent, or at the value the
   CRD's defaulting writes. An object Kamaji writes back empty is judged key by key.
@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from components.config.versions import KONNECTIVITY_VERSION
 
 OWN = "own"
 BOUNDED = "bounded"
@@ -90,7 +92,10 @@ SPEC: Tree = {
             "server": {
                 "port": held("the Konnectivity NodePort reserved for the team"),
                 "image": refused(_IMAGE, default="registry.k8s.io/kas-network-proxy/proxy-server"),
-                "version": refused(_IMAGE),
+                "version": held(
+                    f"the Konnectivity version the platform mirrors and builds ({KONNECTIVITY_VERSION}), "
+                    "which every tenant's spec names"
+                ),
                 "extraArgs": refused("arguments of the team's choice to a process in the shared cluster"),
                 "resources": bounded(_QUOTA),
                 "securityContext": refused(_POD),

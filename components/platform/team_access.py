@@ -6,10 +6,10 @@ credentials) with a ResourceQuota and LimitRange that bound what its control pla
 the shared cluster, a ServiceAccount, a Role limited to what the team stack does there, and an
 admission policy that holds the team's TenantControlPlane to an allow-list
 (`control_plane_fields`): the platform's DataStore, the schema the platform names for the team
-(compared for equality), the NodePorts the registry reserved for it, a replica cap, and no field
-that would choose an image, an argument, a volume, a privilege or an exposure in the shared
-cluster. The team stack receives a token of that ServiceAccount (see `components.ops.team_token`),
-never the management cluster's admin.
+(compared for equality), the NodePorts the registry reserved for it, a replica cap, the pinned
+Konnectivity server version, and no field that would choose an image, an argument, a volume, a
+privilege or an exposure in the shared cluster. The team stack receives a token of that
+ServiceAccount (see `components.ops.team_token`), never the management cluster's admin.
 """
 
 from __future__ import annotations
@@ -27,10 +27,12 @@ from components.config.names import (
     team_account_user,
     tenant_namespace,
 )
+from components.config.versions import KONNECTIVITY_VERSION
 from components.platform.control_plane_fields import MAX_CONTROL_PLANE_REPLICAS, equals, present, refusals
 
 TCP_GROUP = "kamaji.clastix.io"
 REPLICAS = "spec.controlPlane.deployment.replicas"
+KONNECTIVITY_SERVER_VERSION = "spec.addons.konnectivity.server.version"
 ALL = ["get", "list", "watch", "create", "update", "patch", "delete"]
 READ = ["get", "list", "watch"]
 
@@ -66,6 +68,11 @@ def control_plane_policy(slot: TeamSlot, datastore: str, project: str) -> dict[s
             f"{equals('spec.addons.konnectivity.server.port', slot.konnectivity_port)}",
             f"spec.networkProfile.port and spec.addons.konnectivity.server.port must be the NodePorts "
             f"reserved for it ({slot.api_port}, {slot.konnectivity_port})",
+        ),
+        rule(
+            equals(KONNECTIVITY_SERVER_VERSION, KONNECTIVITY_VERSION),
+            f"{KONNECTIVITY_SERVER_VERSION} must be {KONNECTIVITY_VERSION!r} "
+            f"(the Konnectivity server image the platform mirrors and builds)",
         ),
         rule(
             equals("spec.controlPlane.service.serviceType", "NodePort"),

@@ -22,6 +22,7 @@ from components.config.names import (
     tenant_namespace,
     tenant_provider,
 )
+from components.config.versions import KONNECTIVITY_VERSION
 from components.providers.tenant_version import TenantVersion
 from components.tenant.automation_identity import AutomationIdentity
 
@@ -101,7 +102,8 @@ def control_plane_metadata(t: TenantConfig, namespace: pulumi.Input[str]) -> dic
 def control_plane_spec(
     t: TenantConfig, address: str, datastore: pulumi.Input[str], schema: pulumi.Input[str]
 ) -> dict[str, Any]:
-    """The TenantControlPlane spec: NodePort on the management address, addons named explicitly."""
+    """The TenantControlPlane spec: NodePort on the management address, addons named explicitly,
+    Konnectivity at the pinned version."""
     return {
         "dataStore": datastore,
         "dataStoreSchema": schema,
@@ -129,7 +131,12 @@ def control_plane_spec(
         "addons": {
             "coreDNS": {},
             "kubeProxy": {},
-            "konnectivity": {"server": {"port": t.konnectivity_port}, "agent": {"mode": "DaemonSet"}},
+            # Pinned: Kamaji's own pick, v0.<tenant minor>.0, is not published for every minor
+            # (v0.35.0 is not); the platform mirrors or builds this one (versions.KONNECTIVITY_IMAGES).
+            "konnectivity": {
+                "server": {"port": t.konnectivity_port, "version": KONNECTIVITY_VERSION},
+                "agent": {"mode": "DaemonSet", "version": KONNECTIVITY_VERSION},
+            },
         },
     }
 

@@ -22,6 +22,7 @@ from kubernetes import client
 
 from components.config.load import load_tenants
 from components.config.names import TEAM_ACCOUNT, datastore_schema
+from components.config.versions import KONNECTIVITY_VERSION
 from components.ops.kube import api_client, cluster_ca, token_kubeconfig
 from components.ops.team_token import token_seconds_left
 from components.ops.waiting import wait_until
@@ -129,6 +130,15 @@ def control_plane(cluster, team: str) -> dict | None:
     return {"schema": spec["dataStoreSchema"], "port": spec["networkProfile"]["port"]}
 
 
+def konnectivity_versions(cluster, team: str) -> tuple[str | None, str | None]:
+    """The server's and agent's Konnectivity versions of the team's TenantControlPlane."""
+    tcp = client.CustomObjectsApi(cluster.api_client()).get_namespaced_custom_object(
+        "kamaji.clastix.io", "v1alpha1", f"tenant-{team}", "tenantcontrolplanes", team
+    )
+    konnectivity = tcp["spec"]["addons"]["konnectivity"]
+    return konnectivity["server"].get("version"), konnectivity["agent"].get("version")
+
+
 def token_of(pulumi_cli, work: Path, stack: str) -> str:
     return pulumi_cli("config", "get", "managementToken", "--stack", stack, cwd=work).stdout.strip()
 
@@ -156,6 +166,9 @@ def test_teams_on_their_own_tokens(pulumi_cli, cluster, stacks):
     pulumi_cli("up", "--yes", "--skip-preview", "--stack", "team-b", cwd=work)
     assert control_plane(cluster, "team-a") == {"schema": "gpu_tenancy_team_a_team_a", "port": 31443}
     assert control_plane(cluster, "team-b") == {"schema": "gpu_tenancy_team_b_team_b", "port": 31444}
+    # admitted under the policy with the pinned Konnectivity (Kamaji's own pick for v1.35 is not published)
+    for name in ("team-a", "team-b"):
+        assert konnectivity_versions(cluster, name) == (KONNECTIVITY_VERSION, KONNECTIVITY_VERSION)
     stack_file = yaml.safe_load((work / "Pulumi.team-a.yaml").read_text())
     assert "secure" in stack_file["config"]["team-link:managementToken"]  # a Pulumi secret in the stack file
 
@@ -258,7 +271,9 @@ def test_a_teams_control_plane_is_held_to_its_own_keys_and_ports(pulumi_cli, clu
     )
     assert not policy.status.type_checking.expression_warnings, policy.status.type_checking.expression_warnings
 
-    assert create() == ""  # the program's own spec
+    konnectivity = spec["addons"]["konnectivity"]
+    assert konnectivity["server"]["version"] == konnectivity["agent"]["version"] == KONNECTIVITY_VERSION
+    assert create() == ""  # the program's own spec, Konnectivity at the pinned version
     allowed = {
         "three replicas": {"controlPlane.deployment.replicas": 3},
         "its API server's resources": {
@@ -266,6 +281,7 @@ def test_a_teams_control_plane_is_held_to_its_own_keys_and_ports(pulumi_cli, clu
         },
         "its own CoreDNS image": {"addons.coreDNS": {"imageRepository": "registry.example/coredns", "imageTag": "v1"}},
         "its own agent's arguments": {"addons.konnectivity.agent": {"mode": "DaemonSet", "extraArgs": ["--v=4"]}},
+        "its own agent's version": {"addons.konnectivity.agent.version": "v0.35.0"},  # on its own workers
         "the CRD's own default registry": {"controlPlane.deployment.registrySettings": {"registry": "registry.k8s.io"}},
         "its own API server read-only": {"writePermissions": {"blockCreation": True}},
         "its own admission plugins": {"kubernetes.admissionControllers": ["NodeRestriction", "ResourceQuota"]},
@@ -308,6 +324,14 @@ def test_a_teams_control_plane_is_held_to_its_own_keys_and_ports(pulumi_cli, clu
             {"addons.konnectivity.server.image": "evil.example/proxy"},
             "konnectivity.server.image",
         ),
+        "another konnectivity server version": (
+            {"addons.konnectivity.server.version": "v0.35.0"},
+            "spec.addons.konnectivity.server.version",
+        ),
+        "no konnectivity server version (Kamaji's own pick)": (
+            {"addons.konnectivity.server": {"port": 31132}},
+            "spec.addons.konnectivity.server.version",
+        ),
         "konnectivity server arguments": (
             {"addons.konnectivity.server.extraArgs": ["--v=10"]},
             "konnectivity.server.extraArgs",
@@ -339,6 +363,8 @@ def test_a_teams_control_plane_is_held_to_its_own_keys_and_ports(pulumi_cli, clu
         said = create(change)
         assert said.startswith(("403", "422")) and "team team-a's control plane" in said, f"{case}: {said}"
         assert field in said, f"{case}: the refusal does not name {field}: {said}"
+    said = create({"addons.konnectivity.server.version": "v0.35.0"})
+    assert f"spec.addons.konnectivity.server.version must be '{KONNECTIVITY_VERSION}'" in said, said
     # team `a` (its schema a suffix of team-a's) holds its own keys and none of team-a's
     a_spec = {"dataStoreSchema": a_schema, "dataStoreUsername": a_schema, "networkProfile.port": 31445}
     a_spec["addons.konnectivity.server.port"] = 31134

@@ -10,16 +10,20 @@ from typing import Any
 import pytest
 
 from components.config.model import TeamSlot
+from components.config.versions import KONNECTIVITY_VERSION
 from components.platform.control_plane_fields import (
     ABSENT,
     HELD,
     MAX_CONTROL_PLANE_REPLICAS,
+    OWN,
     REFUSED,
     SPEC,
     Judgment,
+    equals,
     judgments,
     present,
     refusal,
+    refusals,
 )
 from components.platform.team_access import (
     CONTAINER_LIMITS,
@@ -151,6 +155,37 @@ def test_held_fields_have_a_rule_each():
     held = [path for path, j in judgments() if j.verdict == HELD]
     text = " ".join(rules())
     assert [p for p in held if p not in text] == []
+
+
+SERVER_VERSION = "spec.addons.konnectivity.server.version"
+
+
+def test_the_konnectivity_server_version_is_held_to_the_pinned_one():
+    """Every tenant's spec names it (Kamaji's own pick, v0.<minor>.0, is not published for every
+    minor): held to the version the platform mirrors and builds, no longer refused; the agent
+    runs on the team's own workers and stays the team's."""
+    judged = dict(judgments())
+    assert judged[SERVER_VERSION].verdict == HELD and KONNECTIVITY_VERSION in judged[SERVER_VERSION].why
+    assert judged["spec.addons.konnectivity.agent"].verdict == OWN
+    assert judged["spec.addons.konnectivity.server.image"].verdict == REFUSED
+    assert SERVER_VERSION not in [path for path, _, _ in refusals()]
+    assert not [m for m in rules() if f"{SERVER_VERSION} is not allowed" in m]
+
+
+def test_the_policy_holds_the_konnectivity_server_to_the_pinned_version():
+    """One rule, naming the field and the value, true only when the field is present and equal."""
+    (message, expression), *more = [(m, e) for m, e in rules().items() if SERVER_VERSION in m]
+    assert more == []
+    assert message == (
+        f"team team-a's control plane: {SERVER_VERSION} must be 'v0.36.0' "
+        "(the Konnectivity server image the platform mirrors and builds)"
+    )
+    assert expression == equals(SERVER_VERSION, KONNECTIVITY_VERSION)
+    assert expression == (
+        "has(object.spec.addons) && has(object.spec.addons.konnectivity) && "
+        "has(object.spec.addons.konnectivity.server) && has(object.spec.addons.konnectivity.server.version) && "
+        "object.spec.addons.konnectivity.server.version == 'v0.36.0'"
+    )
 
 
 def test_policy_judges_the_teams_own_requests():

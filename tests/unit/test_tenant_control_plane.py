@@ -5,11 +5,16 @@ import ipaddress
 import jsonschema
 import pytest
 
-from components.config.load import load_stack_config
+from components.config import image_set
+from components.config.image_refs import ImageRef
+from components.config.load import load_stack_config, load_stack_file
 from components.config.names import datastore_schema
+from components.config.versions import KONNECTIVITY_IMAGES, KONNECTIVITY_VERSION
 from components.tenant.control_plane import control_plane_spec
 from tests.support.harness import ROOT, load_config_file
 from tests.support.kamaji_crd import spec_schema
+
+STACK_FILES = sorted([*ROOT.glob("Pulumi.*.yaml"), *ROOT.glob("examples/Pulumi.*.yaml")])
 
 
 @pytest.fixture(scope="module")
@@ -64,3 +69,36 @@ def test_tenants_run_kamajis_admission_plugins_and_node_restriction(specs):
     for spec in specs:
         plugins = spec["kubernetes"]["admissionControllers"]
         assert set(plugins) == set(default) | {"NodeRestriction"} and len(plugins) == len(set(plugins))
+
+
+def test_every_tenant_names_the_pinned_konnectivity_version(specs):
+    """Kamaji's own pick, v0.<tenant minor>.0, is v0.35.0 for these v1.35 tenants: not published,
+    not buildable here. Server and agent name the version the platform mirrors and builds."""
+    assert KONNECTIVITY_VERSION == "v0.36.0"
+    for spec in specs:
+        minor = spec["kubernetes"]["version"].split(".")[1]
+        konnectivity = spec["addons"]["konnectivity"]
+        assert konnectivity["server"]["version"] == KONNECTIVITY_VERSION != f"v0.{minor}.0"
+        assert konnectivity["agent"] == {"mode": "DaemonSet", "version": KONNECTIVITY_VERSION}
+    # both are fields of the CRD (its pruning would drop them silently otherwise)
+    addon = spec_schema()["properties"]["addons"]["properties"]["konnectivity"]["properties"]
+    assert "version" in addon["server"]["properties"] and "version" in addon["agent"]["properties"]
+
+
+@pytest.mark.parametrize("path", STACK_FILES, ids=lambda p: p.name)
+def test_the_image_list_has_the_konnectivity_images_the_specs_name(path):
+    """Every tenant of every shipped stack: the list a closed network's mirror is filled from
+    names proxy-server and proxy-agent at the version the tenant's spec names, and no other tag."""
+    cfg = load_stack_file(path, secrets_set=True)
+    needs = image_set.images(cfg)
+    konnectivity = {(n.ref, n.puller) for n in needs if "/kas-network-proxy/" in n.ref}
+    if not cfg.tenants:
+        assert konnectivity == set()
+        return
+    server, agent = KONNECTIVITY_IMAGES
+    assert konnectivity == {(server, image_set.MANAGEMENT), (agent, image_set.WORKERS)}
+    assert {ImageRef.parse(ref).tag for ref, _ in konnectivity} == {"v0.36.0"}
+    for t in cfg.tenants:
+        spec = control_plane_spec(t, str(cfg.cluster.management_ip), "default", "schema")
+        for side, image in (("server", server), ("agent", agent)):
+            assert f"{image.rsplit(':', 1)[0]}:{spec['addons']['konnectivity'][side]['version']}" == image
