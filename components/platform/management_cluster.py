@@ -14,7 +14,7 @@ from components.config import versions
 from components.config.model import DISTRIBUTION_K3S, MODE_DOCKER, ClusterConfig, MirrorConfig
 from components.ops import local_path
 from components.ops.kube import rewrite_server
-from components.ops.management_node import INIT, INIT_CONFIG_PATH, init_configuration
+from components.ops.management_node import API_PORT, INIT, INIT_CONFIG_PATH, init_configuration
 from components.ops.node_container import NodeContainer
 from components.ops.registry_mirror import CONTAINERD, K3S, mirror_files
 from components.platform.lab_node import node_container
@@ -124,7 +124,9 @@ class ManagementCluster(pulumi.ComponentResource):
             logging=command.local.Logging.NONE,
             opts=pulumi.ResourceOptions(parent=self, additional_secret_outputs=["stdout"]),
         )
-        return pulumi.Output.secret(init.stdout)
+        # admin.conf names the controlPlaneEndpoint already; said once more here, as for k3s.
+        server = f"https://{c.management_ip}:{API_PORT}"
+        return pulumi.Output.secret(init.stdout.apply(lambda text: rewrite_server(text, server)))
 
     def _k3s(self, name: str, args: ManagementClusterArgs, child: pulumi.ResourceOptions) -> pulumi.Output[str]:
         c = args.cluster

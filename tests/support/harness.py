@@ -35,6 +35,8 @@ users:
 - name: default
   user: {client-certificate-data: Q0VSVA==, client-key-data: S0VZ}
 """
+# kubeadm's admin.conf names the controlPlaneEndpoint (the management node's address) itself.
+KUBEADM_ADMIN_KUBECONFIG = K3S_KUBECONFIG.replace("127.0.0.1:6443", "172.30.0.2:6443")
 # A real (self-signed, test-only) CA in the tenant kubeconfigs: the program pins its public key.
 TENANT_CA = (
     "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUJqakNDQVRXZ0F3SUJBZ0lVSk9jZ0lDQVRlQ254bFFZa3RqaTQ3a3ZKS0R3"
@@ -123,6 +125,8 @@ class ProgramMocks(pulumi.runtime.Mocks):
             script = args.inputs.get("create", "")
             if "k3s.yaml" in script:
                 state["stdout"] = K3S_KUBECONFIG
+            elif "kubeadm init" in script:
+                state["stdout"] = KUBEADM_ADMIN_KUBECONFIG
             elif "default-cni.yaml" in script:
                 state["stdout"] = KINDNET_TEMPLATE
             elif "kubeadm join" in script:
