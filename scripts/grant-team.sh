@@ -3,7 +3,8 @@
 # team's own ServiceAccount (made by the platform stack), valid HOURS (default 720), set as the
 # team stack's secret config `managementToken`. The admin kubeconfig and the token go through pipes
 # only: never a file, never an argument.
-#   scripts/grant-team.sh TEAM [HOURS]            # docker mode: the admin kubeconfig from the k3s container
+#   scripts/grant-team.sh TEAM [HOURS]            # docker mode: the admin kubeconfig from the management
+#                                                 # node (kubeadm's admin.conf), or the k3s container
 #   MANAGEMENT_KUBECONFIG=admin.yaml scripts/grant-team.sh TEAM [HOURS]   # an adopted cluster
 # Env: PLATFORM_STACK (default platform), TEAM_STACK (default TEAM), PULUMI_PROJECT_DIR (the team
 # stack's project, default this one), PULUMI_BACKEND_URL and the passphrase as for `up`.
@@ -23,7 +24,11 @@ admin_kubeconfig() {
   local lab ip
   lab=$(pulumi config get --stack "$platform" --path 'gpu-tenancy:cluster.name')
   ip=$(pulumi config get --stack "$platform" --path 'gpu-tenancy:cluster.managementIp')
-  docker exec "$lab-k3s" cat /etc/rancher/k3s/k3s.yaml | sed "s#https://127.0.0.1:6443#https://$ip:6443#"
+  if docker container inspect "$lab-management" >/dev/null 2>&1; then
+    docker exec "$lab-management" cat /etc/kubernetes/admin.conf
+  else
+    docker exec "$lab-k3s" cat /etc/rancher/k3s/k3s.yaml | sed "s#https://127.0.0.1:6443#https://$ip:6443#"
+  fi
 }
 admin_kubeconfig | .venv/bin/python -m components.ops.team_token --team "$team" --hours "$hours" \
   | pulumi --cwd "${PULUMI_PROJECT_DIR:-$ROOT}" config set --secret --stack "$stack" managementToken
