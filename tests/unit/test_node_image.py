@@ -39,9 +39,21 @@ def _script_list(name: str) -> list[str]:
     return found[0].split()
 
 
-def test_the_script_builds_the_node_s_binaries_and_the_three_control_plane_images():
+def test_the_script_builds_the_node_s_binaries_and_the_four_control_plane_images():
     assert _script_list("NODE_BINARIES") == ["kubelet", "kubeadm", "kubectl"]
-    assert _script_list("CONTROL_PLANE_COMPONENTS") == ["kube-apiserver", "kube-controller-manager", "kube-scheduler"]
+    assert _script_list("CONTROL_PLANE_COMPONENTS") == [
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kube-proxy",
+    ]
+
+
+def test_kube_proxy_s_image_carries_what_it_calls():
+    """kube-proxy runs iptables, ipset, conntrack, modprobe and ip: its image is a Debian rootfs
+    with them, not scratch."""
+    packages = re.findall(r"^KUBE_PROXY_PACKAGES=(\S+)$", (ROOT / "tools/images/build.sh").read_text(), re.M)
+    assert packages and set(packages[0].split(",")) == {"iptables", "conntrack", "ipset", "kmod", "iproute2"}
 
 
 @pytest.mark.parametrize("version", list(KIND_NODE_IMAGES))
@@ -86,8 +98,11 @@ def test_the_build_and_the_tests_use_the_config_s_repository_and_versions():
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["--component", "kube-proxy"], "kube-proxy is not built yet (its image needs iptables"),
         (["--component", "etcd"], "--component etcd: expected one of kube-apiserver kube-controller-manager"),
+        (
+            ["--component", "kubelet"],
+            "--component kubelet: expected one of kube-apiserver kube-controller-manager kube-scheduler kube-proxy",
+        ),
         (["--kubernetes", "v1.34.0"], "no wrapper module tools/go/node/v1.34.0 for Kubernetes v1.34.0"),
     ],
 )

@@ -6,21 +6,43 @@
 #   pause TAG | busybox            the two images a node carries so that it pulls nothing
 #   control-plane [--kubernetes vX.Y.Z]... [--component NAME]...
 #                                  registry.k8s.io/<component>:<version> for kube-apiserver,
-#                                  kube-controller-manager and kube-scheduler (--component: only
-#                                  those named) at each version (default: every pinned version),
-#                                  from the node image's wrapper module with the same version
-#                                  ldflags, cgo off: FROM scratch with the binary at upstream's
-#                                  /usr/local/bin/<component>, a /tmp, no entrypoint (the manifest
-#                                  gives the command). kube-proxy is not built yet: it needs
-#                                  iptables in its image (upstream's carries them), not scratch.
-#   --push MIRROR_HOST (any target) then copies what the target built (each node image, the pause
-#                                  and busybox images, each control-plane image) into the lab's
+#                                  kube-controller-manager, kube-scheduler and kube-proxy
+#                                  (--component: only those named) at each version (default: every
+#                                  pinned version), from the node image's wrapper module with the
+#                                  same version ldflags, cgo off, the binary at upstream's
+#                                  /usr/local/bin/<component>, no entrypoint (the manifest gives the
+#                                  command): FROM scratch with a /tmp, but kube-proxy on a Debian
+#                                  minbase rootfs with iptables, conntrack, ipset, kmod, iproute2
+#                                  (what it calls)
+#   etcd [--kubernetes vX.Y.Z]...  registry.k8s.io/etcd:<tag>, the tag kubeadm of each version lists
+#                                  (default: every pinned version), from tools/go/images/etcd/<v>:
+#                                  FROM scratch, /usr/local/bin/etcd, /tmp, /var/lib/etcd, no
+#                                  entrypoint (kubeadm's static pod runs `etcd ...`)
+#   coredns [--version vX.Y.Z]...  registry.k8s.io/coredns/coredns:<v> (default: what kubeadm of each
+#                                  pinned version lists, and the tenants' TENANT_COREDNS_IMAGE), from
+#                                  tools/go/images/coredns/<v>: FROM scratch, ENTRYPOINT /coredns
+#   konnectivity                   KONNECTIVITY_IMAGES (proxy-server, proxy-agent) from
+#                                  tools/go/images/konnectivity/<v>: FROM scratch, /proxy-server and
+#                                  /proxy-agent as their entrypoints (Kamaji runs those commands)
+#   local-path-provisioner         LOCAL_PATH_PROVISIONER_IMAGE from
+#                                  tools/go/images/local-path-provisioner/<v>: FROM scratch,
+#                                  /usr/bin/local-path-provisioner, CMD as upstream's
+#   kwok                           KWOK_IMAGE: /usr/local/bin/kwok as its entrypoint, FROM scratch
+#   all                            node and control-plane at every pinned version, then etcd, coredns,
+#                                  konnectivity, local-path-provisioner and kwok; a summary at the end
+#   --push MIRROR_HOST (any target) then copies what the target built (each image above, and the
+#                                  pause and busybox images a node carries) into the lab's
 #                                  registry mirror under their upstream names (tools/lab/mirror-push.sh)
 #   --push-ca FILE                 with --push: the mirror's CA (PEM), for an https mirror whose
 #                                  certificate the system does not trust
-# Prints each image's build time (cold when nothing was cached) and size.
-# Needs: a Docker engine (tools/lab/docker.sh starts one), Go, debootstrap, gcc, busybox-static, jq.
+# Image names, tags and module versions come from components/config/versions.py and kubeadm's
+# `config images list`. Every Go binary of an image is built with cgo off and -trimpath, and
+# checked to be statically linked. Prints each image's build time (cold when nothing was cached)
+# and size.
+# Needs: a Docker engine (tools/lab/docker.sh starts one), Go, debootstrap, gcc, busybox-static, jq,
+# file.
 set -euo pipefail
+shopt -s inherit_errexit   # a failure inside $(...) (rootfs, kubeadm's list) stops the build too
 # shellcheck source=tools/lib.sh
 . "$(dirname "$0")/../lib.sh"
 IMAGES=$ROOT/tools/images
@@ -30,21 +52,39 @@ SUITE=bookworm
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # What a node needs beside kubelet/kubeadm/kubectl: systemd as PID 1 (kubeadm starts and restarts
 # the kubelet through it), the container runtime, and what kubeadm and kube-proxy call.
-PACKAGES=systemd,systemd-sysv,dbus,containerd,runc,containernetworking-plugins,iptables,iproute2,socat,conntrack,ethtool,ca-certificates,curl,kmod,procps,util-linux,mount,jq
+NODE_PACKAGES=systemd,systemd-sysv,dbus,containerd,runc,containernetworking-plugins,iptables,iproute2,socat,conntrack,ethtool,ca-certificates,curl,kmod,procps,util-linux,mount,jq
+# What kube-proxy calls: iptables/ip6tables (Debian's default, the nft backend, as the node's own),
+# ipset, conntrack (to flush UDP entries), modprobe, ip.
+KUBE_PROXY_PACKAGES=iptables,conntrack,ipset,kmod,iproute2
 NODE_REPOSITORY=$(cd "$ROOT" && python3 -c 'from components.config.versions import LAB_NODE_REPOSITORY as r; print(r)')
 BUSYBOX_IMAGE=gpu-tenancy/busybox
 # What each image's wrapper module (tools/go/node/<version>/tools.go) must import: the node's
 # binaries and the control-plane images' (tests/unit/test_node_image.py reads both lists).
 NODE_BINARIES=(kubelet kubeadm kubectl)
-CONTROL_PLANE_COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler)
-# The layout of a control-plane image, part of its cache key (change it when the layout changes).
+CONTROL_PLANE_COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy)
+# Each image's layout, part of its cache key (change it when the layout changes).
 CONTROL_PLANE_LAYOUT="scratch /usr/local/bin/NAME /tmp PATH no-entrypoint"
+KUBE_PROXY_LAYOUT="debian-minbase /usr/local/bin/kube-proxy PATH no-entrypoint"
+ETCD_LAYOUT="scratch /usr/local/bin/etcd /tmp /var/lib/etcd PATH no-entrypoint"
+COREDNS_LAYOUT="scratch /coredns /tmp PATH entrypoint root"
+KONNECTIVITY_LAYOUT="scratch /NAME /tmp PATH entrypoint"
+LOCAL_PATH_PROVISIONER_LAYOUT="scratch /usr/bin/local-path-provisioner /tmp PATH cmd"
+KWOK_LAYOUT="scratch /usr/local/bin/kwok /tmp PATH entrypoint"
+PATH_ENV='ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 # What this run built (or found cached), in order: what --push copies.
 BUILT=()
 PUSH=""
 PUSH_CA=""
 
 need() { command -v "$1" >/dev/null || { echo "error: $1 not found ($2)" >&2; exit 2; }; }
+
+# config NAME: a value of components/config/versions.py (a tuple's items space-separated).
+config() {
+  (cd "$ROOT" && python3 -c 'import sys
+from components.config import versions
+value = getattr(versions, sys.argv[1])
+print(value if isinstance(value, str) else " ".join(value))' "$1")
+}
 
 # inputs_hash DIR_FILE_OR_WORD...: one hash of the build's inputs (the image's cache key): a
 # directory's files by their paths inside it and their contents, a file's contents, any other word
@@ -60,10 +100,71 @@ inputs_hash() {
 # cached IMAGE KEY: true when IMAGE exists with that key (nothing to do).
 cached() { [ "$(docker image inspect -f '{{index .Config.Labels "gpu-tenancy.inputs"}}' "$1" 2>/dev/null)" = "$2" ]; }
 
+# What this run built or found, one line each (IMAGE SECONDS|cached BYTES), for the summary; a
+# file, since some builders run in a command substitution.
+SUMMARY=$(mktemp)
+trap 'rm -f "$SUMMARY"' EXIT
+
 report() { # report IMAGE START
-  local size
+  local size seconds=$(( $(date +%s) - $2 ))
   size=$(docker image inspect -f '{{.Size}}' "$1")
-  log "$1: $(( $(date +%s) - $2 )) s, $(awk -v s="$size" 'BEGIN {printf "%.1f", s / 1e6}') MB"
+  echo "$1 $seconds $size" >> "$SUMMARY"
+  log "$1: $seconds s, $(awk -v s="$size" 'BEGIN {printf "%.1f", s / 1e6}') MB"
+}
+
+found() { # found IMAGE: cached, nothing built
+  echo "$1 cached $(docker image inspect -f '{{.Size}}' "$1")" >> "$SUMMARY"
+  log "$1: cached"
+}
+
+summary() { # each image once (as first seen), its seconds and size; the run's seconds, the MB together
+  log "summary: image, seconds to build it (cached: nothing to do), size"
+  awk -v total="$1" '!seen[$1]++ {
+      printf "[build] %-60s %8s %9.1f MB\n", $1, ($2 == "cached" ? "cached" : $2 " s"), $3 / 1e6; mb += $3 / 1e6; n++
+    }
+    END { printf "[build] %d image(s): %d s, %.1f MB\n", n, total, mb }' "$SUMMARY" >&2
+}
+
+# reports LINE COMMAND...: refused unless COMMAND prints LINE (an extended regular expression, whole
+# line). Its output is read whole first: grep -q would close the pipe on a longer output.
+reports() {
+  local want=$1 out; shift
+  out=$("$@" 2>&1)
+  grep -qxE "$want" <<< "$out" || { echo "error: $* does not print $want: $(head -n 5 <<< "$out")" >&2; exit 1; }
+}
+
+static() { # static BINARY: refused unless statically linked (scratch images have no libc)
+  file -L "$1" | grep -q 'statically linked' || { echo "error: $1 is not statically linked: $(file -L "$1")" >&2; exit 1; }
+}
+
+# go_static NAME VERSION MODULE_DIR PKG [LDFLAGS]: a static binary (cgo off), built once into
+# $CACHE/images/NAME/VERSION/NAME (outside $BIN: these are the images', not the tests').
+go_static() {
+  CGO_ENABLED=0 NO_BIN_LINK=1 OUTDIR=images/$1 build "$@"
+  static "$CACHE/images/$1/$2/$1"
+}
+
+# scratch_image IMAGE KEY BINARY PATH_IN_IMAGE [CHANGES...]: a FROM-scratch image with the binary,
+# a /tmp (sticky, world-writable: klog and glog write there) and the directories in $DIRS.
+scratch_image() {
+  local image=$1 key=$2 binary=$3 path=$4; shift 4
+  local dir d; dir=$(mktemp -d)
+  chmod 0755 "$dir"   # the image's / as in any image (mktemp makes it 0700)
+  mkdir -p "$dir/tmp" "$dir$(dirname "$path")"
+  for d in ${DIRS:-}; do mkdir -p "$dir/$d"; done
+  chmod 1777 "$dir/tmp"
+  install -m 0755 "$binary" "$dir$path"
+  import_dir "$dir" "$image" "$key" "$@"
+  rm -rf "$dir"
+}
+
+# wrapper_module KIND VERSION WHAT: tools/go/images/KIND/VERSION (relative to tools/go), or exit 2.
+wrapper_module() {
+  [ -f "$ROOT/tools/go/images/$1/$2/go.mod" ] || {
+    echo "error: no wrapper module tools/go/images/$1/$2 for $3 (have: $(cd "$ROOT/tools/go/images/$1" 2>/dev/null && printf '%s ' *))" >&2
+    exit 2
+  }
+  echo "images/$1/$2"
 }
 
 # import_dir DIR IMAGE KEY [CHANGES...]: a FROM-scratch image from a directory.
@@ -77,7 +178,7 @@ import_dir() {
 build_pause() { # build_pause IMAGE (the tag kubeadm of the node's version expects)
   local image=$1 key start
   key=$(inputs_hash "$IMAGES/pause" "$image")
-  cached "$image" "$key" && { log "$image: cached"; return; }
+  cached "$image" "$key" && { found "$image"; return; }
   start=$(date +%s)
   local dir; dir=$(mktemp -d)
   gcc -static -O2 -o "$dir/pause" "$IMAGES/pause/pause.c"
@@ -93,7 +194,7 @@ build_busybox() { # Debian's busybox-static (1.35) with its applets, FROM scratc
   version=$(dpkg-query -W -f '${Version}' busybox-static | sed 's/^1://; s/-.*//')
   image=$BUSYBOX_IMAGE:$version
   key=$(inputs_hash "$(command -v busybox)" "$version")
-  cached "$image" "$key" && { log "$image: cached"; echo "$image"; return; }
+  cached "$image" "$key" && { found "$image"; echo "$image"; return; }
   start=$(date +%s)
   dir=$(mktemp -d)
   mkdir -p "$dir/bin" "$dir/tmp"
@@ -108,15 +209,15 @@ build_busybox() { # Debian's busybox-static (1.35) with its applets, FROM scratc
   echo "$image"
 }
 
-rootfs() { # a debootstrap rootfs tarball with PACKAGES, cached by the package list
-  local tarball
-  tarball=$WORK/rootfs-$SUITE-$(inputs_hash "$PACKAGES" "$MIRROR").tar
+rootfs() { # rootfs PACKAGES: a debootstrap minbase tarball with PACKAGES, cached by the package list
+  local packages=$1 tarball
+  tarball=$WORK/rootfs-$SUITE-$(inputs_hash "$packages" "$MIRROR").tar
   if [ ! -s "$tarball" ]; then
     need debootstrap "apt-get install debootstrap"
     local start=$SECONDS dir
     dir=$(mktemp -d)
-    log "rootfs: debootstrap $SUITE ($MIRROR)"
-    debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$dir" "$MIRROR" >&2
+    log "rootfs: debootstrap $SUITE ($MIRROR) with $packages"
+    debootstrap --variant=minbase --include="$packages" "$SUITE" "$dir" "$MIRROR" >&2
     rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/*
     tar -C "$dir" --numeric-owner -cf "$tarball.tmp" .
     mv "$tarball.tmp" "$tarball"
@@ -133,15 +234,15 @@ build_node() { # build_node VERSION (vX.Y.Z)
   for name in "${NODE_BINARIES[@]}"; do build_kube "$name" "${version#v}" "$module"; done
   local bin=$CACHE/kube/$version
   "$bin/kubelet" --version | grep -qx "Kubernetes $version" || { echo "error: kubelet does not report $version" >&2; exit 1; }
-  local pause; pause=$("$bin/kubeadm" config images list --kubernetes-version "$version" 2>/dev/null | grep '/pause:')
+  local pause; pause=$(kubeadm_image "$version" pause)
   build_pause "$pause"
   local busybox; busybox=$(build_busybox)
-  local tarball; tarball=$(rootfs)
+  local tarball; tarball=$(rootfs "$NODE_PACKAGES")
   local image=$NODE_REPOSITORY:$version key
   key=$(inputs_hash "$IMAGES/node" "$ROOT/tools/lab/lab-runc" "$ROOT/tools/go/$module" "$tarball" "$pause" "$busybox" \
     "$(docker image inspect -f '{{.Id}}' "$pause" "$busybox")")
   BUILT+=("$pause" "$busybox" "$image")
-  if cached "$image" "$key"; then log "$image: cached"; return; fi
+  if cached "$image" "$key"; then found "$image"; return; fi
   local dir; dir=$(mktemp -d)
   tar -C "$dir" -xf "$tarball"
   cp -a "$IMAGES/node/rootfs/." "$dir/"
@@ -180,27 +281,190 @@ node_module() { # node_module VERSION: the wrapper module (relative to tools/go)
   echo "node/$version"
 }
 
+# kubeadm_image VERSION NAME: the image kubeadm of VERSION uses for NAME (pause, etcd, coredns), as
+# its `config images list` says; kubeadm is built first where the cache lacks it.
+kubeadm_image() {
+  local version=$1 name=$2 module
+  module=$(node_module "$version")
+  # Built into the cache beside the node's binaries; $BIN keeps what it had.
+  NO_BIN_LINK=1 build_kube kubeadm "${version#v}" "$module"
+  "$CACHE/kube/$version/kubeadm" config images list --kubernetes-version "$version" 2>/dev/null |
+    grep -E "/$name:" || { echo "error: kubeadm $version lists no $name image" >&2; exit 1; }
+}
+
 build_control_plane() { # build_control_plane VERSION COMPONENT
   local version=$1 name=$2 module
   module=$(node_module "$version")
-  local image=registry.k8s.io/$name:$version key start
-  key=$(inputs_hash "$ROOT/tools/go/$module" "$name" "$version" "$CONTROL_PLANE_LAYOUT")
+  local image=registry.k8s.io/$name:$version key start tarball=""
+  if [ "$name" = kube-proxy ]; then
+    # Upstream's image carries iptables too (distroless-iptables); the rootfs is a file input.
+    start=$(date +%s)
+    tarball=$(rootfs "$KUBE_PROXY_PACKAGES")
+    key=$(inputs_hash "$ROOT/tools/go/$module" "$name" "$version" "$KUBE_PROXY_LAYOUT" "$tarball")
+  else
+    key=$(inputs_hash "$ROOT/tools/go/$module" "$name" "$version" "$CONTROL_PLANE_LAYOUT")
+  fi
   BUILT+=("$image")
-  if cached "$image" "$key"; then log "$image: cached"; return; fi
-  start=$(date +%s)
+  if cached "$image" "$key"; then found "$image"; return; fi
+  [ -n "$tarball" ] || start=$(date +%s)
   # The binary lands in the cache beside the node's, but $BIN keeps what tools/build.sh linked
   # there (the integration tier's own control plane).
   NO_BIN_LINK=1 build_kube "$name" "${version#v}" "$module"
   local bin=$CACHE/kube/$version/$name
-  "$bin" --version | grep -qx "Kubernetes $version" || { echo "error: $name does not report $version" >&2; exit 1; }
-  local dir; dir=$(mktemp -d)
-  mkdir -p "$dir/usr/local/bin" "$dir/tmp"
-  chmod 1777 "$dir/tmp"
-  install -m 0755 "$bin" "$dir/usr/local/bin/$name"
-  import_dir "$dir" "$image" "$key" 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-    "LABEL gpu-tenancy.kubernetes-version=$version"
-  rm -rf "$dir"
+  static "$bin"
+  reports "Kubernetes $version" "$bin" --version
+  if [ -n "$tarball" ]; then
+    local dir; dir=$(mktemp -d)
+    tar -C "$dir" -xf "$tarball"
+    install -m 0755 "$bin" "$dir/usr/local/bin/$name"
+    import_dir "$dir" "$image" "$key" "$PATH_ENV" "LABEL gpu-tenancy.kubernetes-version=$version"
+    rm -rf "$dir"
+  else
+    scratch_image "$image" "$key" "$bin" "/usr/local/bin/$name" "$PATH_ENV" \
+      "LABEL gpu-tenancy.kubernetes-version=$version"
+  fi
   report "$image" "$start"
+}
+
+# etcd_module IMAGE: the wrapper module of registry.k8s.io/etcd:X.Y.Z-N (vX.Y.Z), or exit 2.
+etcd_module() { local tag=${1##*:}; wrapper_module etcd "v${tag%-*}" "$1"; }
+coredns_module() { wrapper_module coredns "${1##*:}" "$1"; }   # coredns_module IMAGE (tag vX.Y.Z)
+
+build_etcd() { # build_etcd IMAGE (registry.k8s.io/etcd:X.Y.Z-N, as kubeadm names it)
+  local image=$1 version module key start
+  module=$(etcd_module "$image")
+  version=${module##*/}
+  key=$(inputs_hash "$ROOT/tools/go/$module" "$image" "$ETCD_LAYOUT")
+  BUILT+=("$image")
+  if cached "$image" "$key"; then found "$image"; return; fi
+  start=$(date +%s)
+  go_static etcd "$version" "$module" .
+  local bin=$CACHE/images/etcd/$version/etcd
+  reports "etcd Version: ${version#v}" "$bin" --version
+  DIRS=var/lib/etcd scratch_image "$image" "$key" "$bin" /usr/local/bin/etcd "$PATH_ENV"
+  report "$image" "$start"
+}
+
+# CoreDNS runs as root here: upstream's image runs it as a non-root user with cap_net_bind_service
+# set on the binary, which an imported layer does not carry; kubeadm's Deployment adds
+# NET_BIND_SERVICE (and drops the rest), which is what a root process needs for port 53.
+build_coredns() { # build_coredns IMAGE (.../coredns:vX.Y.Z)
+  local image=$1 version=${1##*:} module key start
+  module=$(coredns_module "$image")
+  key=$(inputs_hash "$ROOT/tools/go/$module" "$image" "$COREDNS_LAYOUT")
+  BUILT+=("$image")
+  if cached "$image" "$key"; then found "$image"; return; fi
+  start=$(date +%s)
+  go_static coredns "$version" "$module" .
+  local bin=$CACHE/images/coredns/$version/coredns
+  reports "CoreDNS-${version#v}" "$bin" -version
+  scratch_image "$image" "$key" "$bin" /coredns "$PATH_ENV" 'ENTRYPOINT ["/coredns"]'
+  report "$image" "$start"
+}
+
+konnectivity_module() {
+  local version images
+  version=$(config KONNECTIVITY_VERSION)
+  images=$(config KONNECTIVITY_IMAGES)
+  wrapper_module konnectivity "$version" "$images"
+}
+local_path_provisioner_module() {
+  local version image
+  version=$(config LOCAL_PATH_PROVISIONER_VERSION)
+  image=$(config LOCAL_PATH_PROVISIONER_IMAGE)
+  wrapper_module local-path-provisioner "$version" "$image"
+}
+
+build_konnectivity() { # both images of KONNECTIVITY_IMAGES from one wrapper module
+  local version images image name pkg module key start bin
+  version=$(config KONNECTIVITY_VERSION)
+  images=$(config KONNECTIVITY_IMAGES)
+  module=$(konnectivity_module)
+  for image in $images; do
+    case "${image%:*}" in
+      */proxy-server) name=proxy-server; pkg=sigs.k8s.io/apiserver-network-proxy/cmd/server ;;
+      */proxy-agent) name=proxy-agent; pkg=sigs.k8s.io/apiserver-network-proxy/cmd/agent ;;
+      *) echo "error: $image: expected a proxy-server or proxy-agent image" >&2; exit 2 ;;
+    esac
+    key=$(inputs_hash "$ROOT/tools/go/$module" "$image" "$name" "$KONNECTIVITY_LAYOUT")
+    BUILT+=("$image")
+    if cached "$image" "$key"; then found "$image"; continue; fi
+    start=$(date +%s)
+    go_static "$name" "$version" "$module" "$pkg"
+    bin=$CACHE/images/$name/$version/$name
+    # Neither binary has a version flag: its build information names the module it came from and
+    # the client it was built with.
+    reports "\s+mod\s+sigs\.k8s\.io/apiserver-network-proxy\s+$version\s.*" go version -m "$bin"
+    reports "\s+dep\s+sigs\.k8s\.io/apiserver-network-proxy/konnectivity-client\s+$version\s.*" go version -m "$bin"
+    scratch_image "$image" "$key" "$bin" "/$name" "$PATH_ENV" "ENTRYPOINT [\"/$name\"]"
+    report "$image" "$start"
+  done
+}
+
+build_local_path_provisioner() {
+  local version image module key start bin
+  version=$(config LOCAL_PATH_PROVISIONER_VERSION)
+  image=$(config LOCAL_PATH_PROVISIONER_IMAGE)
+  module=$(local_path_provisioner_module)
+  key=$(inputs_hash "$ROOT/tools/go/$module" "$image" "$LOCAL_PATH_PROVISIONER_LAYOUT")
+  BUILT+=("$image")
+  if cached "$image" "$key"; then found "$image"; return; fi
+  start=$(date +%s)
+  # main.VERSION is what upstream's scripts/build stamps (the tag).
+  go_static local-path-provisioner "$version" "$module" github.com/rancher/local-path-provisioner \
+    "-X main.VERSION=$version"
+  bin=$CACHE/images/local-path-provisioner/$version/local-path-provisioner
+  reports "local-path-provisioner version $version" "$bin" --version
+  scratch_image "$image" "$key" "$bin" /usr/bin/local-path-provisioner "$PATH_ENV" 'CMD ["local-path-provisioner"]'
+  report "$image" "$start"
+}
+
+build_kwok() { # tools/build.sh's kwok where it is static, else `go install` of the tag with cgo off
+  local version image key start bin
+  version=$(config KWOK_VERSION)
+  image=$(config KWOK_IMAGE)
+  key=$(inputs_hash "sigs.k8s.io/kwok/cmd/kwok@v$version" "$image" "$KWOK_LAYOUT")
+  BUILT+=("$image")
+  if cached "$image" "$key"; then found "$image"; return; fi
+  start=$(date +%s)
+  bin=$CACHE/kwok/$version/kwok
+  if ! { [ -x "$bin" ] && file -L "$bin" | grep -q 'statically linked'; }; then
+    bin=$CACHE/images/kwok/v$version/kwok
+    if [ ! -x "$bin" ]; then
+      log "kwok v$version: building (sigs.k8s.io/kwok/cmd/kwok@v$version, cgo off)"
+      # go install of a tag builds from the module's own go.mod and go.sum.
+      mkdir -p "${bin%/*}"
+      GOBIN=${bin%/*} CGO_ENABLED=0 GOFLAGS="" go install -trimpath "sigs.k8s.io/kwok/cmd/kwok@v$version"
+      log "kwok v$version: built in $(( $(date +%s) - start )) s"
+    fi
+  fi
+  static "$bin"
+  reports "kwok version v$version .*" "$bin" --version
+  # Upstream's entrypoint (images/kwok/Dockerfile).
+  scratch_image "$image" "$key" "$bin" /usr/local/bin/kwok "$PATH_ENV" 'ENTRYPOINT ["/usr/local/bin/kwok"]'
+  report "$image" "$start"
+}
+
+unique() { awk 'NF && !seen[$0]++'; }   # each line once, in order
+
+# build_each etcd|coredns IMAGES (one a line): every image's module checked first, so that one
+# missing is refused before anything is built; then each image once.
+build_each() {
+  local kind=$1 list image
+  list=$(unique <<< "$2")
+  for image in $list; do "${kind}_module" "$image" >/dev/null; done
+  for image in $list; do "build_$kind" "$image"; done
+}
+
+etcd_images() { # etcd_images VERSION...: what kubeadm of each lists
+  local v
+  for v in "$@"; do kubeadm_image "$v" etcd; done
+}
+
+coredns_images() { # coredns_images VERSION...: what kubeadm of each lists, and the tenants' CoreDNS
+  local v
+  for v in "$@"; do kubeadm_image "$v" coredns; done
+  config TENANT_COREDNS_IMAGE
 }
 
 pinned_versions() {
@@ -208,7 +472,16 @@ pinned_versions() {
 }
 
 usage() {
-  echo "usage: tools/images/build.sh node [--kubernetes vX.Y.Z]... | control-plane [--kubernetes vX.Y.Z]... [--component NAME]... | pause TAG | busybox   [--push MIRROR_HOST [--push-ca FILE]]" >&2
+  cat >&2 <<'USAGE'
+usage: tools/images/build.sh TARGET [--push MIRROR_HOST [--push-ca FILE]], TARGET one of
+  node [--kubernetes vX.Y.Z]...
+  control-plane [--kubernetes vX.Y.Z]... [--component kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy]...
+  etcd [--kubernetes vX.Y.Z]...
+  coredns [--version vX.Y.Z]...
+  konnectivity | local-path-provisioner | kwok
+  all
+  pause TAG | busybox
+USAGE
   exit 2
 }
 
@@ -227,9 +500,15 @@ push() {
 }
 
 need docker "apt-get install docker.io"
+need file "apt-get install file"
 docker info >/dev/null 2>&1 || { echo "error: no Docker engine answers (start one: bash tools/lab/docker.sh)" >&2; exit 2; }
 target=${1:-}
 shift || true
+case "$target" in
+  node | control-plane | etcd | coredns | konnectivity | local-path-provisioner | kwok | all | pause | busybox) ;;
+  "") usage ;;
+  *) echo "error: unknown target $target" >&2; usage ;;
+esac
 versions=()
 components=()
 pause_tag=""
@@ -237,16 +516,13 @@ while [ $# -gt 0 ]; do
   case "$target:$1" in
     *:--push) PUSH=${2:-}; [ -n "$PUSH" ] || { echo "error: --push needs the mirror's host[:port]" >&2; exit 2; }; shift 2 ;;
     *:--push-ca) PUSH_CA=${2:-}; [ -f "$PUSH_CA" ] || { echo "error: --push-ca needs the CA's PEM file" >&2; exit 2; }; shift 2 ;;
-    node:--kubernetes | control-plane:--kubernetes) versions+=("${2:?--kubernetes needs a version}"); shift 2 ;;
+    node:--kubernetes | control-plane:--kubernetes | etcd:--kubernetes)
+      versions+=("${2:?--kubernetes needs a version}"); shift 2 ;;
+    coredns:--version) versions+=("${2:?--version needs a CoreDNS version}"); shift 2 ;;
     control-plane:--component)
       case " ${CONTROL_PLANE_COMPONENTS[*]} " in
         *" ${2:-} "*) components+=("$2") ;;
-        *) if [ "${2:-}" = kube-proxy ]; then
-             echo "error: kube-proxy is not built yet (its image needs iptables; a FROM-scratch image cannot run it)" >&2
-           else
-             echo "error: --component ${2:-}: expected one of ${CONTROL_PLANE_COMPONENTS[*]}" >&2
-           fi
-           exit 2 ;;
+        *) echo "error: --component ${2:-}: expected one of ${CONTROL_PLANE_COMPONENTS[*]}" >&2; exit 2 ;;
       esac
       shift 2 ;;
     pause:-*) echo "error: unknown argument $1" >&2; exit 2 ;;
@@ -272,6 +548,43 @@ case "$target" in
     BUILT+=("$pause_tag")
     ;;
   busybox) BUILT+=("$(build_busybox)") ;;
+  etcd)
+    [ ${#versions[@]} -gt 0 ] || read -ra versions <<< "$(pinned_versions)"
+    refs=$(etcd_images "${versions[@]}")   # an assignment: a failure inside stops the build
+    build_each etcd "$refs"
+    ;;
+  coredns)
+    if [ ${#versions[@]} -gt 0 ]; then
+      refs=$(printf 'registry.k8s.io/coredns/coredns:%s\n' "${versions[@]}")
+    else
+      read -ra versions <<< "$(pinned_versions)"
+      refs=$(coredns_images "${versions[@]}")
+    fi
+    build_each coredns "$refs"
+    ;;
+  konnectivity) build_konnectivity ;;
+  local-path-provisioner) build_local_path_provisioner ;;
+  kwok) build_kwok ;;
+  all)
+    read -ra versions <<< "$(pinned_versions)"
+    # Every wrapper module first: one missing is refused before hours of building.
+    etcd=$(etcd_images "${versions[@]}")
+    coredns=$(coredns_images "${versions[@]}")
+    for image in $etcd; do etcd_module "$image" >/dev/null; done
+    for image in $coredns; do coredns_module "$image" >/dev/null; done
+    konnectivity_module >/dev/null
+    local_path_provisioner_module >/dev/null
+    for v in "${versions[@]}"; do build_node "$v"; done
+    for v in "${versions[@]}"; do
+      for c in "${CONTROL_PLANE_COMPONENTS[@]}"; do build_control_plane "$v" "$c"; done
+    done
+    build_each etcd "$etcd"
+    build_each coredns "$coredns"
+    build_konnectivity
+    build_local_path_provisioner
+    build_kwok
+    summary "$SECONDS"
+    ;;
   *) usage ;;
 esac
 push

@@ -1,0 +1,232 @@
+"""The rest of the lab's image set (tools/images/build.sh etcd, coredns, konnectivity,
+local-path-provisioner, kwok, all): a wrapper module for every version the script will ask for and
+none other, each requiring exactly that release with its go.sum complete; the script derives the
+etcd and CoreDNS modules from kubeadm's image list, builds every binary with cgo off and -trimpath,
+and refuses what it cannot build in one line, before anything is built (stub docker, kubeadm and
+go: nothing real is called)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from components.config.versions import (
+    KIND_NODE_IMAGES,
+    KONNECTIVITY_IMAGES,
+    KONNECTIVITY_VERSION,
+    KWOK_IMAGE,
+    KWOK_VERSION,
+    LOCAL_PATH_PROVISIONER_IMAGE,
+    LOCAL_PATH_PROVISIONER_VERSION,
+    TENANT_COREDNS_IMAGE,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "tools/images/build.sh"
+MODULES = ROOT / "tools/go/images"
+
+# What `kubeadm config images list --kubernetes-version <v>` names for etcd and CoreDNS (the script
+# asks the built kubeadm; this table says which modules that makes it need).
+KUBEADM_TAGS = {
+    "v1.35.1": {"etcd": "3.6.6-0", "coredns": "v1.13.1"},
+    "v1.36.1": {"etcd": "3.6.8-0", "coredns": "v1.14.2"},
+}
+ETCD_VERSIONS = {"v" + t["etcd"].rsplit("-", 1)[0] for t in KUBEADM_TAGS.values()}
+COREDNS_VERSIONS = {t["coredns"] for t in KUBEADM_TAGS.values()} | {TENANT_COREDNS_IMAGE.rsplit(":", 1)[1]}
+TARGETS = ["node", "control-plane", "etcd", "coredns", "konnectivity", "local-path-provisioner", "kwok", "all"]
+
+
+def test_the_kubeadm_table_covers_every_pinned_version():
+    assert set(KUBEADM_TAGS) == set(KIND_NODE_IMAGES)
+
+
+@pytest.mark.parametrize("version", list(KUBEADM_TAGS))
+def test_the_kubeadm_table_is_what_the_built_kubeadm_lists(version):
+    """Against the real kubeadm where tools/images/build.sh has built it."""
+    cache = Path(os.environ.get("GPU_TENANCY_CACHE", Path.home() / ".cache/gpu-tenancy"))
+    kubeadm = cache / "kube" / version / "kubeadm"
+    if not kubeadm.exists():
+        pytest.skip(f"not built: {kubeadm} (tools/images/build.sh node --kubernetes {version})")
+    listed = subprocess.run(
+        [str(kubeadm), "config", "images", "list", "--kubernetes-version", version],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.split()
+    assert f"registry.k8s.io/etcd:{KUBEADM_TAGS[version]['etcd']}" in listed, listed
+    assert f"registry.k8s.io/coredns/coredns:{KUBEADM_TAGS[version]['coredns']}" in listed, listed
+
+
+def _go_mod(module: Path) -> str:
+    go_mod = (module / "go.mod").read_text()
+    assert "\nreplace " not in go_mod and "replace (" not in go_mod, f"{module}: a wrapper replaces nothing"
+    return go_mod
+
+
+@pytest.mark.parametrize("version", sorted(ETCD_VERSIONS))
+def test_an_etcd_module_for_every_tag_kubeadm_lists(version):
+    module = MODULES / "etcd" / version
+    assert f"\nrequire go.etcd.io/etcd/server/v3 {version}\n" in _go_mod(module)
+    main = (module / "main.go").read_text()
+    assert '"go.etcd.io/etcd/server/v3/etcdmain"' in main and "etcdmain.Main(os.Args)" in main
+
+
+@pytest.mark.parametrize("version", sorted(COREDNS_VERSIONS))
+def test_a_coredns_module_for_every_version_kubeadm_or_the_tenants_use(version):
+    module = MODULES / "coredns" / version
+    assert f"\nrequire github.com/coredns/coredns {version}\n" in _go_mod(module)
+    main = (module / "main.go").read_text()
+    assert '_ "github.com/coredns/coredns/core/plugin"' in main and "coremain.Run()" in main
+
+
+def test_a_konnectivity_module_requiring_the_server_and_its_client_of_the_same_release():
+    go_mod = _go_mod(MODULES / "konnectivity" / KONNECTIVITY_VERSION)
+    for name in ("sigs.k8s.io/apiserver-network-proxy", "sigs.k8s.io/apiserver-network-proxy/konnectivity-client"):
+        required = rf"^\s*(require )?{re.escape(name)} {KONNECTIVITY_VERSION}( // indirect)?$"
+        assert re.search(required, go_mod, re.M), name
+    tools_go = (MODULES / "konnectivity" / KONNECTIVITY_VERSION / "tools.go").read_text()
+    assert tools_go.startswith("//go:build tools\n")
+    for cmd in ("server", "agent"):
+        assert f'_ "sigs.k8s.io/apiserver-network-proxy/cmd/{cmd}"' in tools_go
+    assert sorted(i.rsplit("/", 1)[1] for i in KONNECTIVITY_IMAGES) == [
+        f"proxy-agent:{KONNECTIVITY_VERSION}",
+        f"proxy-server:{KONNECTIVITY_VERSION}",
+    ]
+
+
+def test_a_local_path_provisioner_module_of_the_pinned_release():
+    module = MODULES / "local-path-provisioner" / LOCAL_PATH_PROVISIONER_VERSION
+    go_mod = _go_mod(module)
+    assert f"\nrequire github.com/rancher/local-path-provisioner {LOCAL_PATH_PROVISIONER_VERSION}\n" in go_mod
+    tools_go = (module / "tools.go").read_text()
+    assert tools_go.startswith("//go:build tools\n") and '_ "github.com/rancher/local-path-provisioner"' in tools_go
+    assert LOCAL_PATH_PROVISIONER_IMAGE.endswith(f":{LOCAL_PATH_PROVISIONER_VERSION}")
+    assert KWOK_IMAGE.endswith(f":v{KWOK_VERSION}")
+
+
+def test_no_module_for_a_version_nobody_asks_for():
+    assert {p.name for p in (MODULES / "etcd").iterdir()} == ETCD_VERSIONS
+    assert {p.name for p in (MODULES / "coredns").iterdir()} == COREDNS_VERSIONS
+    assert {p.name for p in (MODULES / "konnectivity").iterdir()} == {KONNECTIVITY_VERSION}
+    assert {p.name for p in (MODULES / "local-path-provisioner").iterdir()} == {LOCAL_PATH_PROVISIONER_VERSION}
+    assert {p.name for p in MODULES.iterdir()} == {"etcd", "coredns", "konnectivity", "local-path-provisioner"}
+
+
+@pytest.mark.parametrize("module", sorted(p.parent.relative_to(MODULES) for p in MODULES.glob("*/*/go.mod")), ids=str)
+def test_every_required_module_has_its_checksum(module):
+    """What `go mod tidy` leaves: the build looks nothing up that go.sum does not pin."""
+    go_mod = (MODULES / module / "go.mod").read_text()
+    required = re.findall(r"^\s*(?:require )?(\S+) (v\S+)(?: // indirect)?$", go_mod, re.M)
+    assert len(required) > 20, required
+    go_sum = set((MODULES / module / "go.sum").read_text().splitlines())
+    lacking = [f"{n} {v}" for n, v in required if not any(line.startswith(f"{n} {v} h1:") for line in go_sum)]
+    assert not lacking, f"tools/go/images/{module}/go.sum lacks (run go mod tidy there): {lacking}"
+
+
+def _run(tmp_path: Path, *args: str, kubeadm: dict[str, list[str]] | None = None) -> subprocess.CompletedProcess:
+    """The script with a docker whose engine answers and holds no image, a go that records how it
+    was called and fails, and a cache with only the given kubeadm stubs (version -> listed images)."""
+    stub = tmp_path / "bin"
+    stub.mkdir(exist_ok=True)
+    (stub / "docker").write_text(
+        '#!/bin/sh\ncase "$1 $2" in info*) exit 0 ;; "image inspect") exit 1 ;; esac\n'
+        'echo "unexpected: docker $*" >&2; exit 9\n'
+    )
+    (stub / "go").write_text(f'#!/bin/sh\necho "CGO_ENABLED=$CGO_ENABLED $*" >> {tmp_path}/go.calls\nexit 9\n')
+    for tool in ("docker", "go"):
+        (stub / tool).chmod(0o755)
+    cache = tmp_path / "cache"
+    for version, listed in (kubeadm or {}).items():
+        (cache / "kube" / version).mkdir(parents=True)
+        path = cache / "kube" / version / "kubeadm"
+        path.write_text("#!/bin/sh\n" + "".join(f"echo {image}\n" for image in listed))
+        path.chmod(0o755)
+    env = {**os.environ, "PATH": f"{stub}:{os.environ['PATH']}", "GPU_TENANCY_CACHE": str(cache)}
+    return subprocess.run(["bash", str(BUILD), *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def _go_calls(tmp_path: Path) -> list[str]:
+    calls = tmp_path / "go.calls"
+    return calls.read_text().splitlines() if calls.exists() else []
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["etcd-server"], "error: unknown target etcd-server"),
+        (["etcd", "--version", "v3.6.6"], "error: unknown argument --version"),
+        (["etcd", "--kubernetes", "v1.34.0"], "no wrapper module tools/go/node/v1.34.0 for Kubernetes v1.34.0"),
+        (["coredns", "--kubernetes", "v1.35.1"], "error: unknown argument --kubernetes"),
+        (["coredns", "--version", "v1.12.0"], "no wrapper module tools/go/images/coredns/v1.12.0 for registry.k8s"),
+        (["konnectivity", "--component", "proxy-agent"], "error: unknown argument --component"),
+        (["all", "--kubernetes", "v1.35.1"], "error: unknown argument --kubernetes"),
+        (["control-plane", "--component", "kubelet"], "--component kubelet: expected one of kube-apiserver"),
+    ],
+)
+def test_what_it_cannot_build_is_refused_in_one_line_before_building(tmp_path, args, says):
+    proc = _run(tmp_path, *args)
+    assert proc.returncode == 2, proc.stderr
+    assert says in proc.stderr and "unexpected" not in proc.stderr, proc.stderr
+    assert not _go_calls(tmp_path)
+
+
+def test_the_usage_names_every_target(tmp_path):
+    proc = _run(tmp_path)
+    assert proc.returncode == 2
+    usage = proc.stderr
+    for target in TARGETS:
+        assert re.search(rf"(^|\s|\|){re.escape(target)}(\s|$)", usage, re.M), (target, usage)
+
+
+def test_an_etcd_tag_without_a_module_is_refused_naming_the_module(tmp_path):
+    proc = _run(tmp_path, "etcd", "--kubernetes", "v1.35.1", kubeadm={"v1.35.1": ["registry.k8s.io/etcd:3.9.9-0"]})
+    assert proc.returncode == 2, proc.stderr
+    assert "no wrapper module tools/go/images/etcd/v3.9.9 for registry.k8s.io/etcd:3.9.9-0" in proc.stderr
+
+
+def test_etcd_is_built_from_the_module_of_the_tag_kubeadm_lists(tmp_path):
+    version = "v1.35.1"
+    listed = [f"registry.k8s.io/etcd:{KUBEADM_TAGS[version]['etcd']}", "registry.k8s.io/pause:3.10.1"]
+    proc = _run(tmp_path, "etcd", "--kubernetes", version, kubeadm={version: listed})
+    assert proc.returncode == 9, proc.stderr
+    assert "etcd v3.6.6: building (module tools/go/images/etcd/v3.6.6)" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "building"),
+    [
+        (["etcd", "--kubernetes", "v1.36.1"], "etcd v3.6.8: building (module tools/go/images/etcd/v3.6.8)"),
+        (["coredns", "--version", "v1.14.2"], "coredns v1.14.2: building (module tools/go/images/coredns/v1.14.2)"),
+        (["konnectivity"], f"proxy-server {KONNECTIVITY_VERSION}: building (module tools/go/images/konnectivity/"),
+        (
+            ["local-path-provisioner"],
+            f"local-path-provisioner {LOCAL_PATH_PROVISIONER_VERSION}: building (module "
+            f"tools/go/images/local-path-provisioner/{LOCAL_PATH_PROVISIONER_VERSION})",
+        ),
+        (["kwok"], f"kwok v{KWOK_VERSION}: building (sigs.k8s.io/kwok/cmd/kwok@v{KWOK_VERSION}, cgo off)"),
+    ],
+)
+def test_every_go_build_of_an_image_has_cgo_off_and_trimmed_paths(tmp_path, args, building):
+    kubeadm = {v: [f"registry.k8s.io/etcd:{t['etcd']}"] for v, t in KUBEADM_TAGS.items()}
+    proc = _run(tmp_path, *args, kubeadm=kubeadm)
+    assert proc.returncode == 9 and building in proc.stderr, proc.stderr
+    (call,) = _go_calls(tmp_path)
+    assert call.startswith("CGO_ENABLED=0 ") and " -trimpath " in call, call
+
+
+def test_coredns_asks_kubeadm_of_every_pinned_version_and_checks_every_module_before_building(tmp_path):
+    """The first version's CoreDNS has a module, the last one's none: refused naming it, nothing built."""
+    first, *_, last = KUBEADM_TAGS
+    kubeadm = {
+        first: [f"registry.k8s.io/coredns/coredns:{KUBEADM_TAGS[first]['coredns']}"],
+        last: ["registry.k8s.io/coredns/coredns:v0.0.1"],
+    }
+    proc = _run(tmp_path, "coredns", kubeadm=kubeadm)
+    assert proc.returncode == 2, proc.stderr
+    assert "no wrapper module tools/go/images/coredns/v0.0.1 for registry.k8s.io/coredns/coredns:v0.0.1" in proc.stderr
+    assert not _go_calls(tmp_path)
