@@ -28,6 +28,7 @@
 #                                  tools/go/images/local-path-provisioner/<v>: FROM scratch,
 #                                  /usr/bin/local-path-provisioner, CMD as upstream's
 #   kwok                           KWOK_IMAGE: /usr/local/bin/kwok as its entrypoint, FROM scratch
+#                                  (tools/build.sh's kwok where static, else `go install` of the tag)
 #   all                            node and control-plane at every pinned version, then etcd, coredns,
 #                                  konnectivity, local-path-provisioner and kwok; a summary at the end
 #   --push MIRROR_HOST (any target) then copies what the target built (each image above, and the
@@ -233,6 +234,7 @@ build_node() { # build_node VERSION (vX.Y.Z)
   local start; start=$(date +%s)
   for name in "${NODE_BINARIES[@]}"; do build_kube "$name" "${version#v}" "$module"; done
   local bin=$CACHE/kube/$version
+  for name in "${NODE_BINARIES[@]}"; do static "$bin/$name"; done
   "$bin/kubelet" --version | grep -qx "Kubernetes $version" || { echo "error: kubelet does not report $version" >&2; exit 1; }
   local pause; pause=$(kubeadm_image "$version" pause)
   build_pause "$pause"
