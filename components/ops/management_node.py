@@ -58,7 +58,8 @@ def init_documents(node: str, address: str, version: str, cluster_name: str) -> 
                 "imagePullPolicy": "IfNotPresent",
                 "kubeletExtraArgs": [{"name": "node-ip", "value": address}],
             },
-            "skipPhases": ["bootstrap-token"],
+            # Nothing joins it: no bootstrap token, and so no join command to print.
+            "skipPhases": ["bootstrap-token", "show-join-command"],
             "timeouts": {"controlPlaneComponentHealthCheck": f"{CONTROL_PLANE_WAIT_SECONDS}s"},
         },
         {

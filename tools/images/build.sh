@@ -29,6 +29,8 @@
 #                                  /usr/bin/local-path-provisioner, CMD as upstream's
 #   kwok                           KWOK_IMAGE: /usr/local/bin/kwok as its entrypoint, FROM scratch
 #                                  (tools/build.sh's kwok where static, else `go install` of the tag)
+#   management                     what the management node runs: node, control-plane, etcd and CoreDNS
+#                                  at MANAGEMENT_KUBERNETES_VERSION (kubeadm's tags), the provisioner
 #   all                            node and control-plane at every pinned version, then etcd, coredns,
 #                                  konnectivity, local-path-provisioner and kwok; a summary at the end
 #   --push MIRROR_HOST (any target) then copies what the target built (each image above, and the
@@ -259,7 +261,7 @@ build_node() { # build_node VERSION (vX.Y.Z)
   # Units on (what systemctl enable would link), and the ones a container has no use for off.
   local wants=$dir/etc/systemd/system/multi-user.target.wants
   mkdir -p "$wants"
-  for unit in containerd gpu-tenancy-node-setup gpu-tenancy-images kubelet gpu-tenancy-network; do
+  for unit in containerd gpu-tenancy-node-setup gpu-tenancy-images kubelet gpu-tenancy-network gpu-tenancy-dns; do
     ln -sf "/etc/systemd/system/$unit.service" "$wants/$unit.service"
   done
   ln -sf /lib/systemd/system/containerd.service "$wants/containerd.service"
@@ -481,7 +483,7 @@ usage: tools/images/build.sh TARGET [--push MIRROR_HOST [--push-ca FILE]], TARGE
   etcd [--kubernetes vX.Y.Z]...
   coredns [--version vX.Y.Z]...
   konnectivity | local-path-provisioner | kwok
-  all
+  management | all
   pause TAG | busybox
 USAGE
   exit 2
@@ -507,7 +509,7 @@ docker info >/dev/null 2>&1 || { echo "error: no Docker engine answers (start on
 target=${1:-}
 shift || true
 case "$target" in
-  node | control-plane | etcd | coredns | konnectivity | local-path-provisioner | kwok | all | pause | busybox) ;;
+  node | control-plane | etcd | coredns | konnectivity | local-path-provisioner | kwok | management | all | pause | busybox) ;;
   "") usage ;;
   *) echo "error: unknown target $target" >&2; usage ;;
 esac
@@ -567,6 +569,19 @@ case "$target" in
   konnectivity) build_konnectivity ;;
   local-path-provisioner) build_local_path_provisioner ;;
   kwok) build_kwok ;;
+  management)
+    # What the management node runs (the Docker tier's management cluster, and CI's): the node image
+    # and kubeadm's images at the management cluster's version, and the storage provisioner.
+    v=$(config MANAGEMENT_KUBERNETES_VERSION)
+    etcd=$(kubeadm_image "$v" etcd)
+    coredns=$(kubeadm_image "$v" coredns)
+    build_node "$v"
+    for c in "${CONTROL_PLANE_COMPONENTS[@]}"; do build_control_plane "$v" "$c"; done
+    build_each etcd "$etcd"
+    build_each coredns "$coredns"
+    build_local_path_provisioner
+    summary "$SECONDS"
+    ;;
   all)
     read -ra versions <<< "$(pinned_versions)"
     # Every wrapper module first: one missing is refused before hours of building.
