@@ -14,6 +14,7 @@ Measured: start to `Ready`, the node's peak memory while these ran."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ import pytest
 
 from components.config.versions import (
     DEFAULT_TENANT_VERSION,
+    KUBEADM_IMAGE_TAGS,
     LAB_BUSYBOX_IMAGE,
     MANAGEMENT_KUBERNETES_VERSION,
     kubeadm_images,
@@ -31,6 +33,7 @@ from components.ops import local_path
 from tests.support.docker_lab import DockerLab, docker, missing, node_image
 from tests.support.management import MANAGEMENT_MEMORY_MIB, Management, apply_storage, pulled_images, start_management
 from tests.support.registry import Registry, bridge_gateway, lab_registry, push, requests
+from tests.support.tools import CACHE
 from tests.support.waits import settles
 
 pytestmark = pytest.mark.docker
@@ -271,3 +274,19 @@ def test_memory(management, lab):
     mib = lab.memory_mib(management.node)
     print(f"\n[measured] the management node uses {mib:.0f} MiB (cap {MANAGEMENT_MEMORY_MIB})")
     assert mib < MANAGEMENT_MEMORY_MIB
+
+
+@pytest.mark.parametrize("version", list(KUBEADM_IMAGE_TAGS))
+def test_the_image_table_is_what_kubeadm_lists(version):
+    """versions.KUBEADM_IMAGE_TAGS (the image list's and the tier's source) against the kubeadm the
+    node image carries (tools/images/build.sh node builds it into the tools cache)."""
+    kubeadm = CACHE / "kube" / version / "kubeadm"
+    if not kubeadm.exists():
+        missing(f"no {kubeadm} (build it: tools/images/build.sh node --kubernetes {version})")
+    listed = subprocess.run(
+        [str(kubeadm), "config", "images", "list", "--kubernetes-version", version],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert sorted(listed) == sorted(kubeadm_images(version))
