@@ -108,8 +108,7 @@ def images(cfg: StackConfig) -> list[Need]:
         needs += [Need(ref, MANAGEMENT, "cert-manager (chart default)") for ref in versions.CERT_MANAGER_IMAGES]
         needs.append(Need(versions.KAMAJI_IMAGE, MANAGEMENT, "Kamaji's controller"))
         needs += [
-            Need(ref, MANAGEMENT, "kamaji-etcd, Kamaji's default DataStore", "the kamaji-etcd chart's")
-            for ref in versions.KAMAJI_ETCD_IMAGES
+            Need(ref, MANAGEMENT, "kamaji-etcd, Kamaji's default DataStore") for ref in versions.KAMAJI_ETCD_IMAGES
         ]
     if cfg.tenants:
         needs.append(

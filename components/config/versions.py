@@ -29,9 +29,6 @@ KAMAJI_IMAGE = f"docker.io/clastix/kamaji:{KAMAJI_IMAGE_TAG}"
 # Kamaji 26.8.2-edge builds on k8s.io/kubernetes v1.36.3: its kubeadm picks each tenant's CoreDNS
 # (cmd/kubeadm/app/constants CoreDNSVersion) where the TCP names no tag.
 TENANT_COREDNS_IMAGE = "registry.k8s.io/coredns/coredns:v1.14.2"
-# kamaji-etcd (Kamaji's dependency, `>=0.15.0`: the repository's newest) runs etcd at its own
-# appVersion and its jobs' kubectl at the management cluster's minor: the chart decides both.
-KAMAJI_ETCD_IMAGES = ("quay.io/coreos/etcd", "docker.io/clastix/kubectl")
 # The kubeadm that Kamaji 26.8.2-edge embeds (internal/upgrade/kubeadm_version.go): the highest
 # tenant minor it accepts (see tenant_version).
 KAMAJI_KUBEADM_VERSION = "v1.36.0"
@@ -89,6 +86,22 @@ KUBEADM_IMAGE_TAGS = MappingProxyType(
         "v1.36.1": MappingProxyType({"etcd": "3.6.8-0", "coredns": "v1.14.2", "pause": "3.10.2"}),
     }
 )
+
+
+# kamaji-etcd (Kamaji's dependency, `>=0.15.0`; 0.17.0 is the repository's newest) with its own
+# choices for a management cluster of MANAGEMENT_KUBERNETES_VERSION, pinned in Kamaji's values so
+# that none is pulled by a moving tag: etcd at the chart's appVersion; its post-install job's etcd
+# client at the chart's v3.5.6 (the last upstream etcd image with a shell, which the job runs);
+# its jobs' kubectl at `v<major>.<minor>` of the cluster (the chart's rule: a moving tag upstream);
+# cfssl at a release instead of the chart's `latest`, which Kubernetes pulls on every job.
+KAMAJI_ETCD_VERSION = "v3.6.12"
+KAMAJI_ETCD_IMAGE = f"quay.io/coreos/etcd:{KAMAJI_ETCD_VERSION}"
+KAMAJI_ETCD_CLIENT_VERSION = "v3.5.6"
+KAMAJI_ETCD_CLIENT_IMAGE = f"quay.io/coreos/etcd:{KAMAJI_ETCD_CLIENT_VERSION}"
+KAMAJI_ETCD_KUBECTL_IMAGE = "docker.io/clastix/kubectl:" + MANAGEMENT_KUBERNETES_VERSION.rsplit(".", 1)[0]
+CFSSL_VERSION = "v1.6.5"
+KAMAJI_ETCD_CFSSL_IMAGE = f"docker.io/cfssl/cfssl:{CFSSL_VERSION}"
+KAMAJI_ETCD_IMAGES = (KAMAJI_ETCD_IMAGE, KAMAJI_ETCD_CLIENT_IMAGE, KAMAJI_ETCD_KUBECTL_IMAGE, KAMAJI_ETCD_CFSSL_IMAGE)
 
 
 def kubeadm_images(version: str) -> tuple[str, ...]:

@@ -26,6 +26,12 @@ def cert_manager_values() -> dict[str, Any]:
     return {"crds": {"enabled": True}}
 
 
+def _kamaji_etcd_image(ref: str, key: str = "image") -> dict[str, str]:
+    """One image in kamaji-etcd's values: the repository under `key`, and the tag."""
+    repository, tag = ref.rsplit(":", 1)
+    return {key: repository, "tag": tag}
+
+
 def kamaji_values() -> dict[str, Any]:
     """Chart values: image pinned (the chart alone would pull :latest with pullPolicy Always)."""
     return {
@@ -37,7 +43,18 @@ def kamaji_values() -> dict[str, Any]:
             "limits": {"cpu": "500m", "memory": "512Mi"},
             "requests": {"cpu": "100m", "memory": "64Mi"},
         },
-        "kamaji-etcd": {"deploy": True, "datastore": {"enabled": True, "name": DEFAULT_DATASTORE}},
+        "kamaji-etcd": {
+            "deploy": True,
+            "datastore": {"enabled": True, "name": DEFAULT_DATASTORE},
+            # Its images pinned (versions.KAMAJI_ETCD_IMAGES). cfssl and kubectl have no pull policy
+            # key: a tag other than `latest` makes theirs IfNotPresent.
+            "image": {**_kamaji_etcd_image(versions.KAMAJI_ETCD_IMAGE, "repository"), "pullPolicy": "IfNotPresent"},
+            "jobs": {
+                "cfssl": _kamaji_etcd_image(versions.KAMAJI_ETCD_CFSSL_IMAGE),
+                "kubectl": _kamaji_etcd_image(versions.KAMAJI_ETCD_KUBECTL_IMAGE),
+                "etcd": {**_kamaji_etcd_image(versions.KAMAJI_ETCD_CLIENT_IMAGE), "pullPolicy": "IfNotPresent"},
+            },
+        },
     }
 
 
