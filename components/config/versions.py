@@ -73,6 +73,10 @@ LAB_NODE_REPOSITORY = "gpu-tenancy/node"
 # The busybox every lab node carries (Debian bookworm's busybox-static, imported at boot): the
 # local-path provisioner's helper pods run it, so making a volume pulls nothing.
 LAB_BUSYBOX_IMAGE = "gpu-tenancy/busybox:1.35.0"
+# A Python 3.11 base for the release controller's image built here (`tools/images/build.sh python`:
+# Debian's python3.11, pip in a venv at /opt/python); not the official image, so chosen by name:
+# `images.releaserBase: gpu-tenancy/python:3.11`.
+LAB_PYTHON_IMAGE = "gpu-tenancy/python:3.11"
 
 # The management cluster's Kubernetes when the stack makes it (`cluster.mode: docker`, kubeadm on
 # the lab's node image): a version with a node image above, so the workers' images serve it too.

@@ -1,9 +1,9 @@
 """The rest of the lab's image set (tools/images/build.sh etcd, coredns, konnectivity,
-local-path-provisioner, kwok, all): a wrapper module for every version the script will ask for and
-none other, each requiring exactly that release with its go.sum complete; the script derives the
-etcd and CoreDNS modules from kubeadm's image list, builds every binary with cgo off and -trimpath,
-and refuses what it cannot build in one line, before anything is built (stub docker, kubeadm and
-go: nothing real is called)."""
+local-path-provisioner, kwok, python, kamaji-etcd, kamaji-etcd-jobs, all): a wrapper module for
+every version the script will ask for and none other, each requiring exactly that release with its
+go.sum complete; the script derives the etcd and CoreDNS modules from kubeadm's image list, builds
+every binary with cgo off and -trimpath, and refuses what it cannot build in one line, before
+anything is built (stub docker, kubeadm, debootstrap and go: nothing real is called)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,12 @@ from pathlib import Path
 import pytest
 
 from components.config.versions import (
+    CFSSL_VERSION,
+    KAMAJI_ETCD_CFSSL_IMAGE,
+    KAMAJI_ETCD_CLIENT_IMAGE,
+    KAMAJI_ETCD_CLIENT_VERSION,
+    KAMAJI_ETCD_IMAGE,
+    KAMAJI_ETCD_VERSION,
     KIND_NODE_IMAGES,
     KONNECTIVITY_IMAGES,
     KONNECTIVITY_VERSION,
@@ -35,9 +41,22 @@ KUBEADM_TAGS = {
     "v1.35.1": {"etcd": "3.6.6-0", "coredns": "v1.13.1"},
     "v1.36.1": {"etcd": "3.6.8-0", "coredns": "v1.14.2"},
 }
-ETCD_VERSIONS = {"v" + t["etcd"].rsplit("-", 1)[0] for t in KUBEADM_TAGS.values()}
+# kubeadm's etcd tags, and kamaji-etcd's own etcd (Kamaji's default DataStore).
+ETCD_VERSIONS = {"v" + t["etcd"].rsplit("-", 1)[0] for t in KUBEADM_TAGS.values()} | {KAMAJI_ETCD_VERSION}
 COREDNS_VERSIONS = {t["coredns"] for t in KUBEADM_TAGS.values()} | {TENANT_COREDNS_IMAGE.rsplit(":", 1)[1]}
-TARGETS = ["node", "control-plane", "etcd", "coredns", "konnectivity", "local-path-provisioner", "kwok", "all"]
+TARGETS = [
+    "node",
+    "control-plane",
+    "etcd",
+    "coredns",
+    "konnectivity",
+    "local-path-provisioner",
+    "kwok",
+    "python",
+    "kamaji-etcd",
+    "kamaji-etcd-jobs",
+    "all",
+]
 
 
 def test_the_kubeadm_table_covers_every_pinned_version():
@@ -109,12 +128,51 @@ def test_a_local_path_provisioner_module_of_the_pinned_release():
     assert KWOK_IMAGE.endswith(f":v{KWOK_VERSION}")
 
 
+def test_kamaji_etcds_etcd_is_the_module_of_its_tag():
+    assert KAMAJI_ETCD_IMAGE == f"quay.io/coreos/etcd:{KAMAJI_ETCD_VERSION}"
+    assert f"\nrequire go.etcd.io/etcd/server/v3 {KAMAJI_ETCD_VERSION}\n" in _go_mod(
+        MODULES / "etcd" / KAMAJI_ETCD_VERSION
+    )
+
+
+def test_an_etcdctl_module_of_the_jobs_etcd_client():
+    module = MODULES / "etcdctl" / KAMAJI_ETCD_CLIENT_VERSION
+    assert f"\nrequire go.etcd.io/etcd/etcdctl/v3 {KAMAJI_ETCD_CLIENT_VERSION}\n" in _go_mod(module)
+    # Its siblings at the same release (etcdctl's own go.mod replaces them with relative paths).
+    for sibling in ("api/v3", "client/v3", "client/pkg/v3"):
+        assert re.search(
+            rf"^\s+go\.etcd\.io/etcd/{re.escape(sibling)} {KAMAJI_ETCD_CLIENT_VERSION} ", _go_mod(module), re.M
+        )
+    main = (module / "main.go").read_text()
+    assert '"go.etcd.io/etcd/etcdctl/v3/ctlv3"' in main and "ctlv3.MustStart()" in main
+    assert KAMAJI_ETCD_CLIENT_IMAGE == f"quay.io/coreos/etcd:{KAMAJI_ETCD_CLIENT_VERSION}"
+
+
+def test_a_cfssl_module_with_both_commands_the_job_runs():
+    module = MODULES / "cfssl" / CFSSL_VERSION
+    assert f"\nrequire github.com/cloudflare/cfssl {CFSSL_VERSION}\n" in _go_mod(module)
+    tools_go = (module / "tools.go").read_text()
+    assert tools_go.startswith("//go:build tools\n")
+    for cmd in ("cfssl", "cfssljson"):
+        assert f'_ "github.com/cloudflare/cfssl/cmd/{cmd}"' in tools_go
+    assert KAMAJI_ETCD_CFSSL_IMAGE == f"docker.io/cfssl/cfssl:{CFSSL_VERSION}"
+
+
 def test_no_module_for_a_version_nobody_asks_for():
     assert {p.name for p in (MODULES / "etcd").iterdir()} == ETCD_VERSIONS
     assert {p.name for p in (MODULES / "coredns").iterdir()} == COREDNS_VERSIONS
     assert {p.name for p in (MODULES / "konnectivity").iterdir()} == {KONNECTIVITY_VERSION}
     assert {p.name for p in (MODULES / "local-path-provisioner").iterdir()} == {LOCAL_PATH_PROVISIONER_VERSION}
-    assert {p.name for p in MODULES.iterdir()} == {"etcd", "coredns", "konnectivity", "local-path-provisioner"}
+    assert {p.name for p in (MODULES / "etcdctl").iterdir()} == {KAMAJI_ETCD_CLIENT_VERSION}
+    assert {p.name for p in (MODULES / "cfssl").iterdir()} == {CFSSL_VERSION}
+    assert {p.name for p in MODULES.iterdir()} == {
+        "etcd",
+        "coredns",
+        "konnectivity",
+        "local-path-provisioner",
+        "etcdctl",
+        "cfssl",
+    }
 
 
 @pytest.mark.parametrize("module", sorted(p.parent.relative_to(MODULES) for p in MODULES.glob("*/*/go.mod")), ids=str)
@@ -122,7 +180,7 @@ def test_every_required_module_has_its_checksum(module):
     """What `go mod tidy` leaves: the build looks nothing up that go.sum does not pin."""
     go_mod = (MODULES / module / "go.mod").read_text()
     required = re.findall(r"^\s*(?:require )?(\S+) (v\S+)(?: // indirect)?$", go_mod, re.M)
-    assert len(required) > 20, required
+    assert len(required) > 10, required
     go_sum = set((MODULES / module / "go.sum").read_text().splitlines())
     lacking = [f"{n} {v}" for n, v in required if not any(line.startswith(f"{n} {v} h1:") for line in go_sum)]
     assert not lacking, f"tools/go/images/{module}/go.sum lacks (run go mod tidy there): {lacking}"
@@ -133,6 +191,9 @@ def _run(tmp_path: Path, *args: str, kubeadm: dict[str, list[str]] | None = None
     was called and fails, and a cache with only the given kubeadm stubs (version -> listed images)."""
     stub = tmp_path / "bin"
     stub.mkdir(exist_ok=True)
+    # debootstrap records its arguments and fails: no rootfs is made.
+    (stub / "debootstrap").write_text(f'#!/bin/sh\necho "$*" >> {tmp_path}/debootstrap.calls\nexit 9\n')
+    (stub / "debootstrap").chmod(0o755)
     (stub / "docker").write_text(
         '#!/bin/sh\ncase "$1 $2" in info*) exit 0 ;; "image inspect") exit 1 ;; esac\n'
         'echo "unexpected: docker $*" >&2; exit 9\n'
@@ -209,6 +270,11 @@ def test_etcd_is_built_from_the_module_of_the_tag_kubeadm_lists(tmp_path):
             f"tools/go/images/local-path-provisioner/{LOCAL_PATH_PROVISIONER_VERSION})",
         ),
         (["kwok"], f"kwok v{KWOK_VERSION}: building (sigs.k8s.io/kwok/cmd/kwok@v{KWOK_VERSION}, cgo off)"),
+        (
+            ["kamaji-etcd"],
+            f"etcd {KAMAJI_ETCD_VERSION}: building (module tools/go/images/etcd/{KAMAJI_ETCD_VERSION})",
+        ),
+        (["kamaji-etcd-jobs"], f"cfssl {CFSSL_VERSION}: building (module tools/go/images/cfssl/{CFSSL_VERSION})"),
     ],
 )
 def test_every_go_build_of_an_image_has_cgo_off_and_trimmed_paths(tmp_path, args, building):
@@ -230,3 +296,42 @@ def test_coredns_asks_kubeadm_of_every_pinned_version_and_checks_every_module_be
     assert proc.returncode == 2, proc.stderr
     assert "no wrapper module tools/go/images/coredns/v0.0.1 for registry.k8s.io/coredns/coredns:v0.0.1" in proc.stderr
     assert not _go_calls(tmp_path)
+
+
+def _case(target: str) -> str:
+    """The body of the script's `case "$target"` branch for TARGET (up to its `;;`)."""
+    text = BUILD.read_text()
+    match = re.search(rf"^  {re.escape(target)}\)\n(.*?)^    ;;$", text, re.M | re.S)
+    assert match, target
+    return match.group(1)
+
+
+def test_all_builds_the_python_base_and_kamaji_etcds_images_after_checking_their_modules():
+    body = _case("all")
+    for builder in ("build_python", "build_kamaji_etcd", "build_kamaji_etcd_jobs"):
+        assert re.search(rf"^\s+{builder}$", body, re.M), builder
+    # The modules are checked before the first image is built.
+    first_build = body.index("build_node")
+    for check in ("kamaji_etcd_module >/dev/null", "kamaji_etcd_jobs_modules"):
+        assert -1 < body.find(check) < first_build, check
+
+
+def test_management_leaves_them_to_all():
+    body = _case("management")
+    assert "build_python" not in body and "build_kamaji_etcd" not in body
+
+
+def test_python_is_a_debian_minbase_rootfs_with_python_and_venv(tmp_path):
+    proc = _run(tmp_path, "python")
+    assert proc.returncode == 9, proc.stderr
+    (call,) = (tmp_path / "debootstrap.calls").read_text().splitlines()
+    assert call.startswith("--variant=minbase --include=python3.11,python3-venv,ca-certificates bookworm "), call
+    assert not _go_calls(tmp_path)
+
+
+def test_the_python_image_puts_its_venv_first_and_runs_python3():
+    body = BUILD.read_text().split("build_python() {", 1)[1].split("\n}\n", 1)[0]
+    assert 'chroot "$dir" /usr/bin/python3.11 -m venv /opt/python' in body
+    assert "/opt/python/bin/pip --version" in body
+    assert "'ENV PATH=/opt/python/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'" in body
+    assert "'CMD [\"python3\"]'" in body and "ENTRYPOINT" not in body

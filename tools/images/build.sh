@@ -29,10 +29,25 @@
 #                                  /usr/bin/local-path-provisioner, CMD as upstream's
 #   kwok                           KWOK_IMAGE: /usr/local/bin/kwok as its entrypoint, FROM scratch
 #                                  (tools/build.sh's kwok where static, else `go install` of the tag)
+#   python                         LAB_PYTHON_IMAGE, a base for the release controller's image
+#                                  (config images.releaserBase): a Debian minbase rootfs with
+#                                  python3.11, python3-venv, ca-certificates, a venv at /opt/python
+#                                  first on PATH (pip installs there: PEP 668), CMD python3
+#   kamaji-etcd                    KAMAJI_ETCD_IMAGE, the etcd of Kamaji's default DataStore, from
+#                                  tools/go/images/etcd/<v>: FROM scratch, /usr/local/bin/etcd, CMD
+#                                  as upstream's (the StatefulSet runs `etcd ...`)
+#   kamaji-etcd-jobs               the images kamaji-etcd's hook jobs run, FROM scratch with Debian's
+#                                  busybox-static at /bin (their scripts run `sh -c`, `bash -c`: bash
+#                                  is busybox's ash) and a user 1000: KAMAJI_ETCD_CFSSL_IMAGE
+#                                  (/usr/bin/cfssl, /usr/bin/cfssljson from tools/go/images/cfssl/<v>),
+#                                  KAMAJI_ETCD_KUBECTL_IMAGE (/usr/local/bin/kubectl, the node's of
+#                                  MANAGEMENT_KUBERNETES_VERSION), KAMAJI_ETCD_CLIENT_IMAGE
+#                                  (/usr/local/bin/etcdctl from tools/go/images/etcdctl/<v>)
 #   management                     what the management node runs: node, control-plane, etcd and CoreDNS
 #                                  at MANAGEMENT_KUBERNETES_VERSION (kubeadm's tags), the provisioner
 #   all                            node and control-plane at every pinned version, then etcd, coredns,
-#                                  konnectivity, local-path-provisioner and kwok; a summary at the end
+#                                  konnectivity, local-path-provisioner, kwok, python, kamaji-etcd and
+#                                  kamaji-etcd-jobs; a summary at the end
 #   --push MIRROR_HOST (any target) then copies what the target built (each image above, and the
 #                                  pause and busybox images a node carries) into the lab's
 #                                  registry mirror under their upstream names (tools/lab/mirror-push.sh)
@@ -59,6 +74,9 @@ NODE_PACKAGES=systemd,systemd-sysv,dbus,containerd,runc,containernetworking-plug
 # What kube-proxy calls: iptables/ip6tables (Debian's default, the nft backend, as the node's own),
 # ipset, conntrack (to flush UDP entries), modprobe, ip.
 KUBE_PROXY_PACKAGES=iptables,conntrack,ipset,kmod,iproute2
+# The release controller's base: Debian's Python 3.11 (externally managed, PEP 668: pip installs
+# into a venv, so python3-venv) and the CA bundle pip's downloads are checked against.
+PYTHON_PACKAGES=python3.11,python3-venv,ca-certificates
 NODE_REPOSITORY=$(cd "$ROOT" && python3 -c 'from components.config.versions import LAB_NODE_REPOSITORY as r; print(r)')
 BUSYBOX_IMAGE=gpu-tenancy/busybox
 # What each image's wrapper module (tools/go/node/<version>/tools.go) must import: the node's
@@ -73,6 +91,11 @@ COREDNS_LAYOUT="scratch /coredns /tmp PATH entrypoint root"
 KONNECTIVITY_LAYOUT="scratch /NAME /tmp PATH entrypoint"
 LOCAL_PATH_PROVISIONER_LAYOUT="scratch /usr/bin/local-path-provisioner /tmp PATH cmd"
 KWOK_LAYOUT="scratch /usr/local/bin/kwok /tmp PATH entrypoint"
+PYTHON_LAYOUT="debian-minbase venv:/opt/python PATH:/opt/python/bin cmd:python3"
+KAMAJI_ETCD_LAYOUT="scratch /usr/local/bin/etcd /tmp /var/etcd /var/lib/etcd PATH workdir cmd"
+# The jobs' images: busybox at /bin, bash as ash, /etc/passwd with root and nonroot (1000), /tmp;
+# NAME at its upstream path.
+JOB_LAYOUT="scratch busybox /bin/bash=ash passwd:1000 /tmp PATH"
 PATH_ENV='ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 # What this run built (or found cached), in order: what --push copies.
 BUILT=()
@@ -191,6 +214,17 @@ build_pause() { # build_pause IMAGE (the tag kubeadm of the node's version expec
   report "$image" "$start"
 }
 
+busybox_tree() { # busybox_tree DIR: Debian's busybox-static at DIR/bin, a link per applet, a /tmp
+  need busybox "apt-get install busybox-static"
+  local dir=$1 applet
+  mkdir -p "$dir/bin" "$dir/tmp"
+  install -m 0755 "$(command -v busybox)" "$dir/bin/busybox"
+  for applet in $("$dir/bin/busybox" --list); do
+    [ "$applet" = busybox ] || ln -s busybox "$dir/bin/$applet"
+  done
+  chmod 1777 "$dir/tmp"
+}
+
 build_busybox() { # Debian's busybox-static (1.35) with its applets, FROM scratch
   need busybox "apt-get install busybox-static"
   local version image key start dir
@@ -200,12 +234,7 @@ build_busybox() { # Debian's busybox-static (1.35) with its applets, FROM scratc
   cached "$image" "$key" && { found "$image"; echo "$image"; return; }
   start=$(date +%s)
   dir=$(mktemp -d)
-  mkdir -p "$dir/bin" "$dir/tmp"
-  install -m 0755 "$(command -v busybox)" "$dir/bin/busybox"
-  for applet in $("$dir/bin/busybox" --list); do
-    [ "$applet" = busybox ] || ln -s busybox "$dir/bin/$applet"
-  done
-  chmod 1777 "$dir/tmp"
+  busybox_tree "$dir"
   import_dir "$dir" "$image" "$key" 'CMD ["sh"]' 'ENV PATH=/bin'
   rm -rf "$dir"
   report "$image" "$start" >&2
@@ -449,6 +478,164 @@ build_kwok() { # tools/build.sh's kwok where it is static, else `go install` of 
   report "$image" "$start"
 }
 
+# The release controller's base (images.releaserBase): Debian's python3.11 with a venv made in the
+# rootfs at build time, first on PATH, so that the Dockerfile's `pip install` and `python` are the
+# venv's (Debian's own Python refuses pip installs: PEP 668). Not the official python image.
+build_python() {
+  local image key start tarball dir
+  image=$(config LAB_PYTHON_IMAGE)
+  start=$(date +%s)
+  tarball=$(rootfs "$PYTHON_PACKAGES")
+  key=$(inputs_hash "$image" "$PYTHON_LAYOUT" "$tarball")
+  BUILT+=("$image")
+  if cached "$image" "$key"; then found "$image"; return; fi
+  dir=$(mktemp -d)
+  tar -C "$dir" -xf "$tarball"
+  chroot "$dir" /usr/bin/python3.11 -m venv /opt/python
+  reports "Python 3\.11\.[0-9]+" chroot "$dir" /opt/python/bin/python --version
+  reports "pip [0-9.]+ from /opt/python/lib/python3\.11/site-packages/pip \(python 3\.11\)" \
+    chroot "$dir" /opt/python/bin/pip --version
+  import_dir "$dir" "$image" "$key" 'ENV PATH=/opt/python/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    'CMD ["python3"]'
+  rm -rf "$dir"
+  report "$image" "$start"
+}
+
+kamaji_etcd_module() { wrapper_module etcd "$(config KAMAJI_ETCD_VERSION)" "$(config KAMAJI_ETCD_IMAGE)"; }
+etcdctl_module() { wrapper_module etcdctl "$(config KAMAJI_ETCD_CLIENT_VERSION)" "$(config KAMAJI_ETCD_CLIENT_IMAGE)"; }
+cfssl_module() { wrapper_module cfssl "$(config CFSSL_VERSION)" "$(config KAMAJI_ETCD_CFSSL_IMAGE)"; }
+
+build_kamaji_etcd() { # the etcd of kamaji-etcd's StatefulSet: upstream's layout (etcd only: all it runs)
+  local version image module key start bin
+  version=$(config KAMAJI_ETCD_VERSION)
+  image=$(config KAMAJI_ETCD_IMAGE)
+  module=$(kamaji_etcd_module)
+  key=$(inputs_hash "$ROOT/tools/go/$module" "$image" "$KAMAJI_ETCD_LAYOUT")
+  BUILT+=("$image")
+  if cached "$image" "$key"; then found "$image"; return; fi
+  start=$(date +%s)
+  go_static etcd "$version" "$module" .
+  bin=$CACHE/images/etcd/$version/etcd
+  reports "etcd Version: ${version#v}" "$bin" --version
+  DIRS="var/etcd var/lib/etcd" scratch_image "$image" "$key" "$bin" /usr/local/bin/etcd "$PATH_ENV" \
+    'WORKDIR /var/lib/etcd' 'CMD ["/usr/local/bin/etcd"]'
+  report "$image" "$start"
+}
+
+# job_tree DIR: what kamaji-etcd's job scripts need around their commands: busybox's applets at /bin,
+# `bash` as busybox's ash (the scripts run `bash -c`; ash takes their `&>`), and the user 1000 the
+# jobs run as, with a home of its own (kubectl keeps its discovery cache there; upstream's kubectl
+# image names that user nonroot).
+job_tree() {
+  local dir=$1
+  chmod 0755 "$dir"
+  busybox_tree "$dir"
+  printf '#!/bin/sh\nexec /bin/sh "$@"\n' > "$dir/bin/bash"
+  chmod 0755 "$dir/bin/bash"
+  mkdir -p "$dir/etc" "$dir/root" "$dir/home/nonroot"
+  printf 'root:x:0:0:root:/root:/bin/sh\nnonroot:x:1000:1000:nonroot:/home/nonroot:/bin/sh\n' > "$dir/etc/passwd"
+  printf 'root:x:0:\nnonroot:x:1000:\n' > "$dir/etc/group"
+  chown 1000:1000 "$dir/home/nonroot"
+}
+
+# job_image IMAGE KEY BINARY:PATH... -- CHANGES...: a FROM-scratch job image (job_tree) with each
+# binary at its path.
+job_image() {
+  local image=$1 key=$2 dir pair; shift 2
+  dir=$(mktemp -d)
+  job_tree "$dir"
+  while [ "$1" != -- ]; do
+    pair=$1; shift
+    mkdir -p "$dir$(dirname "${pair#*:}")"
+    install -m 0755 "${pair%%:*}" "$dir${pair#*:}"
+  done
+  shift
+  import_dir "$dir" "$image" "$key" "$@"
+  rm -rf "$dir"
+}
+
+# kamaji_etcd_jobs_modules: every module the jobs' images need (exit 2 naming the first missing),
+# and the kubectl tag the chart gives the management cluster's version (v<major>.<minor>).
+kamaji_etcd_jobs_modules() {
+  local version image
+  cfssl_module >/dev/null
+  etcdctl_module >/dev/null
+  version=$(config MANAGEMENT_KUBERNETES_VERSION)
+  image=$(config KAMAJI_ETCD_KUBECTL_IMAGE)
+  [ "${image##*:}" = "${version%.*}" ] || {
+    echo "error: $image: kamaji-etcd tags kubectl ${version%.*} for Kubernetes $version" >&2
+    exit 2
+  }
+  node_module "$version" >/dev/null
+}
+
+build_kamaji_etcd_kubectl() { # the jobs' kubectl: the management version's, tagged by its minor
+  local version image module key start bin
+  version=$(config MANAGEMENT_KUBERNETES_VERSION)
+  image=$(config KAMAJI_ETCD_KUBECTL_IMAGE)
+  module=$(node_module "$version")
+  key=$(inputs_hash "$ROOT/tools/go/$module" "$image" "$version" "$JOB_LAYOUT" /usr/local/bin/kubectl \
+    "$(command -v busybox)")
+  BUILT+=("$image")
+  if cached "$image" "$key"; then found "$image"; return; fi
+  start=$(date +%s)
+  NO_BIN_LINK=1 build_kube kubectl "${version#v}" "$module"
+  bin=$CACHE/kube/$version/kubectl
+  static "$bin"
+  reports "Client Version: $version" "$bin" version --client
+  # Upstream's user and entrypoint (clastix/kubectl's Dockerfile).
+  job_image "$image" "$key" "$bin:/usr/local/bin/kubectl" -- "$PATH_ENV" 'USER 1000:1000' \
+    'ENTRYPOINT ["kubectl"]' "LABEL gpu-tenancy.kubernetes-version=$version"
+  report "$image" "$start"
+}
+
+build_kamaji_etcd_cfssl() { # cfssl and cfssljson where upstream's image has them (/usr/bin)
+  local version image module key start name
+  version=$(config CFSSL_VERSION)
+  image=$(config KAMAJI_ETCD_CFSSL_IMAGE)
+  module=$(cfssl_module)
+  key=$(inputs_hash "$ROOT/tools/go/$module" "$image" "$JOB_LAYOUT" /usr/bin/cfssl /usr/bin/cfssljson \
+    "$(command -v busybox)")
+  BUILT+=("$image")
+  if cached "$image" "$key"; then found "$image"; return; fi
+  start=$(date +%s)
+  for name in cfssl cfssljson; do
+    # The version upstream's Makefile stamps (the tag without its v).
+    go_static "$name" "$version" "$module" "github.com/cloudflare/cfssl/cmd/$name" \
+      "-X github.com/cloudflare/cfssl/cli/version.version=${version#v}"
+  done
+  local bin=$CACHE/images
+  reports "Version: ${version#v}" "$bin/cfssl/$version/cfssl" version
+  reports "Version: ${version#v}" "$bin/cfssljson/$version/cfssljson" -version
+  job_image "$image" "$key" "$bin/cfssl/$version/cfssl:/usr/bin/cfssl" \
+    "$bin/cfssljson/$version/cfssljson:/usr/bin/cfssljson" -- "$PATH_ENV" 'WORKDIR /workdir' \
+    'ENTRYPOINT ["cfssl"]' 'CMD ["--help"]'
+  report "$image" "$start"
+}
+
+build_kamaji_etcd_client() { # the post-install job's etcd client: etcdctl (all it calls) and a shell
+  local version image module key start bin
+  version=$(config KAMAJI_ETCD_CLIENT_VERSION)
+  image=$(config KAMAJI_ETCD_CLIENT_IMAGE)
+  module=$(etcdctl_module)
+  key=$(inputs_hash "$ROOT/tools/go/$module" "$image" "$JOB_LAYOUT" /usr/local/bin/etcdctl \
+    "$(command -v busybox)")
+  BUILT+=("$image")
+  if cached "$image" "$key"; then found "$image"; return; fi
+  start=$(date +%s)
+  go_static etcdctl "$version" "$module" .
+  bin=$CACHE/images/etcdctl/$version/etcdctl
+  reports "etcdctl version: ${version#v}" "$bin" version
+  job_image "$image" "$key" "$bin:/usr/local/bin/etcdctl" -- "$PATH_ENV"
+  report "$image" "$start"
+}
+
+build_kamaji_etcd_jobs() {
+  build_kamaji_etcd_cfssl
+  build_kamaji_etcd_kubectl
+  build_kamaji_etcd_client
+}
+
 unique() { awk 'NF && !seen[$0]++'; }   # each line once, in order
 
 # build_each etcd|coredns IMAGES (one a line): every image's module checked first, so that one
@@ -482,7 +669,7 @@ usage: tools/images/build.sh TARGET [--push MIRROR_HOST [--push-ca FILE]], TARGE
   control-plane [--kubernetes vX.Y.Z]... [--component kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy]...
   etcd [--kubernetes vX.Y.Z]...
   coredns [--version vX.Y.Z]...
-  konnectivity | local-path-provisioner | kwok
+  konnectivity | local-path-provisioner | kwok | python | kamaji-etcd | kamaji-etcd-jobs
   management | all
   pause TAG | busybox
 USAGE
@@ -509,7 +696,8 @@ docker info >/dev/null 2>&1 || { echo "error: no Docker engine answers (start on
 target=${1:-}
 shift || true
 case "$target" in
-  node | control-plane | etcd | coredns | konnectivity | local-path-provisioner | kwok | management | all | pause | busybox) ;;
+  node | control-plane | etcd | coredns | konnectivity | local-path-provisioner | kwok | python | kamaji-etcd | \
+    kamaji-etcd-jobs | management | all | pause | busybox) ;;
   "") usage ;;
   *) echo "error: unknown target $target" >&2; usage ;;
 esac
@@ -569,6 +757,9 @@ case "$target" in
   konnectivity) build_konnectivity ;;
   local-path-provisioner) build_local_path_provisioner ;;
   kwok) build_kwok ;;
+  python) build_python ;;
+  kamaji-etcd) kamaji_etcd_module >/dev/null; build_kamaji_etcd ;;
+  kamaji-etcd-jobs) kamaji_etcd_jobs_modules; build_kamaji_etcd_jobs ;;
   management)
     # What the management node runs (the Docker tier's management cluster, and CI's): the node image
     # and kubeadm's images at the management cluster's version, and the storage provisioner.
@@ -591,6 +782,8 @@ case "$target" in
     for image in $coredns; do coredns_module "$image" >/dev/null; done
     konnectivity_module >/dev/null
     local_path_provisioner_module >/dev/null
+    kamaji_etcd_module >/dev/null
+    kamaji_etcd_jobs_modules
     for v in "${versions[@]}"; do build_node "$v"; done
     for v in "${versions[@]}"; do
       for c in "${CONTROL_PLANE_COMPONENTS[@]}"; do build_control_plane "$v" "$c"; done
@@ -600,6 +793,9 @@ case "$target" in
     build_konnectivity
     build_local_path_provisioner
     build_kwok
+    build_python
+    build_kamaji_etcd
+    build_kamaji_etcd_jobs
     summary "$SECONDS"
     ;;
   *) usage ;;
