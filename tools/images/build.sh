@@ -143,6 +143,13 @@ found() { # found IMAGE: cached, nothing built
   log "$1: cached"
 }
 
+# wanted IMAGE KEY: IMAGE is this run's (what --push copies); false, said once, where it is already
+# built with that key, so the caller has nothing to do.
+wanted() {
+  BUILT+=("$1")
+  if cached "$1" "$2"; then found "$1"; return 1; fi
+}
+
 summary() { # each image once (as first seen), its seconds and size; the run's seconds, the MB together
   log "summary: image, seconds to build it (cached: nothing to do), size"
   awk -v total="$1" '!seen[$1]++ {
@@ -337,8 +344,7 @@ build_control_plane() { # build_control_plane VERSION COMPONENT
   else
     key=$(inputs_hash "$ROOT/tools/go/$module" "$name" "$version" "$CONTROL_PLANE_LAYOUT")
   fi
-  BUILT+=("$image")
-  if cached "$image" "$key"; then found "$image"; return; fi
+  wanted "$image" "$key" || return 0
   [ -n "$tarball" ] || start=$(date +%s)
   # The binary lands in the cache beside the node's, but $BIN keeps what tools/build.sh linked
   # there (the integration tier's own control plane).
@@ -368,8 +374,7 @@ build_etcd() { # build_etcd IMAGE (registry.k8s.io/etcd:X.Y.Z-N, as kubeadm name
   module=$(etcd_module "$image")
   version=${module##*/}
   key=$(inputs_hash "$ROOT/tools/go/$module" "$image" "$ETCD_LAYOUT")
-  BUILT+=("$image")
-  if cached "$image" "$key"; then found "$image"; return; fi
+  wanted "$image" "$key" || return 0
   start=$(date +%s)
   go_static etcd "$version" "$module" .
   local bin=$CACHE/images/etcd/$version/etcd
@@ -385,8 +390,7 @@ build_coredns() { # build_coredns IMAGE (.../coredns:vX.Y.Z)
   local image=$1 version=${1##*:} module key start
   module=$(coredns_module "$image")
   key=$(inputs_hash "$ROOT/tools/go/$module" "$image" "$COREDNS_LAYOUT")
-  BUILT+=("$image")
-  if cached "$image" "$key"; then found "$image"; return; fi
+  wanted "$image" "$key" || return 0
   start=$(date +%s)
   go_static coredns "$version" "$module" .
   local bin=$CACHE/images/coredns/$version/coredns
@@ -420,8 +424,7 @@ build_konnectivity() { # both images of KONNECTIVITY_IMAGES from one wrapper mod
       *) echo "error: $image: expected a proxy-server or proxy-agent image" >&2; exit 2 ;;
     esac
     key=$(inputs_hash "$ROOT/tools/go/$module" "$image" "$name" "$KONNECTIVITY_LAYOUT")
-    BUILT+=("$image")
-    if cached "$image" "$key"; then found "$image"; continue; fi
+    wanted "$image" "$key" || continue
     start=$(date +%s)
     go_static "$name" "$version" "$module" "$pkg"
     bin=$CACHE/images/$name/$version/$name
@@ -440,8 +443,7 @@ build_local_path_provisioner() {
   image=$(config LOCAL_PATH_PROVISIONER_IMAGE)
   module=$(local_path_provisioner_module)
   key=$(inputs_hash "$ROOT/tools/go/$module" "$image" "$LOCAL_PATH_PROVISIONER_LAYOUT")
-  BUILT+=("$image")
-  if cached "$image" "$key"; then found "$image"; return; fi
+  wanted "$image" "$key" || return 0
   start=$(date +%s)
   # main.VERSION is what upstream's scripts/build stamps (the tag).
   go_static local-path-provisioner "$version" "$module" github.com/rancher/local-path-provisioner \
@@ -457,8 +459,7 @@ build_kwok() { # tools/build.sh's kwok where it is static, else `go install` of 
   version=$(config KWOK_VERSION)
   image=$(config KWOK_IMAGE)
   key=$(inputs_hash "sigs.k8s.io/kwok/cmd/kwok@v$version" "$image" "$KWOK_LAYOUT")
-  BUILT+=("$image")
-  if cached "$image" "$key"; then found "$image"; return; fi
+  wanted "$image" "$key" || return 0
   start=$(date +%s)
   bin=$CACHE/kwok/$version/kwok
   if ! { [ -x "$bin" ] && file -L "$bin" | grep -q 'statically linked'; }; then
@@ -487,8 +488,7 @@ build_python() {
   start=$(date +%s)
   tarball=$(rootfs "$PYTHON_PACKAGES")
   key=$(inputs_hash "$image" "$PYTHON_LAYOUT" "$tarball")
-  BUILT+=("$image")
-  if cached "$image" "$key"; then found "$image"; return; fi
+  wanted "$image" "$key" || return 0
   dir=$(mktemp -d)
   tar -C "$dir" -xf "$tarball"
   chroot "$dir" /usr/bin/python3.11 -m venv /opt/python
@@ -511,8 +511,7 @@ build_kamaji_etcd() { # the etcd of kamaji-etcd's StatefulSet: upstream's layout
   image=$(config KAMAJI_ETCD_IMAGE)
   module=$(kamaji_etcd_module)
   key=$(inputs_hash "$ROOT/tools/go/$module" "$image" "$KAMAJI_ETCD_LAYOUT")
-  BUILT+=("$image")
-  if cached "$image" "$key"; then found "$image"; return; fi
+  wanted "$image" "$key" || return 0
   start=$(date +%s)
   go_static etcd "$version" "$module" .
   bin=$CACHE/images/etcd/$version/etcd
@@ -576,8 +575,7 @@ build_kamaji_etcd_kubectl() { # the jobs' kubectl: the management version's, tag
   module=$(node_module "$version")
   key=$(inputs_hash "$ROOT/tools/go/$module" "$image" "$version" "$JOB_LAYOUT" /usr/local/bin/kubectl \
     "$(command -v busybox)")
-  BUILT+=("$image")
-  if cached "$image" "$key"; then found "$image"; return; fi
+  wanted "$image" "$key" || return 0
   start=$(date +%s)
   NO_BIN_LINK=1 build_kube kubectl "${version#v}" "$module"
   bin=$CACHE/kube/$version/kubectl
@@ -596,8 +594,7 @@ build_kamaji_etcd_cfssl() { # cfssl and cfssljson where upstream's image has the
   module=$(cfssl_module)
   key=$(inputs_hash "$ROOT/tools/go/$module" "$image" "$JOB_LAYOUT" /usr/bin/cfssl /usr/bin/cfssljson \
     "$(command -v busybox)")
-  BUILT+=("$image")
-  if cached "$image" "$key"; then found "$image"; return; fi
+  wanted "$image" "$key" || return 0
   start=$(date +%s)
   for name in cfssl cfssljson; do
     # The version upstream's Makefile stamps (the tag without its v).
@@ -620,8 +617,7 @@ build_kamaji_etcd_client() { # the post-install job's etcd client: etcdctl (all 
   module=$(etcdctl_module)
   key=$(inputs_hash "$ROOT/tools/go/$module" "$image" "$JOB_LAYOUT" /usr/local/bin/etcdctl \
     "$(command -v busybox)")
-  BUILT+=("$image")
-  if cached "$image" "$key"; then found "$image"; return; fi
+  wanted "$image" "$key" || return 0
   start=$(date +%s)
   go_static etcdctl "$version" "$module" .
   bin=$CACHE/images/etcdctl/$version/etcdctl
