@@ -116,17 +116,9 @@ class ManagementCluster(pulumi.ComponentResource):
             max_retry_count=None,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[var]),
         )
-        init = command.local.Command(
-            f"{name}-init",
-            create=INIT,
-            environment={"NODE": container.name},
-            triggers=[container.id],
-            logging=command.local.Logging.NONE,
-            opts=pulumi.ResourceOptions(parent=self, additional_secret_outputs=["stdout"]),
-        )
-        # admin.conf names the controlPlaneEndpoint already; said once more here, as for k3s.
+        # admin.conf names the controlPlaneEndpoint already; its server is said once more, as for k3s.
         server = f"https://{c.management_ip}:{API_PORT}"
-        return pulumi.Output.secret(init.stdout.apply(lambda text: rewrite_server(text, server)))
+        return self._kubeconfig(f"{name}-init", INIT, {"NODE": container.name}, container, server)
 
     def _k3s(self, name: str, args: ManagementClusterArgs, child: pulumi.ResourceOptions) -> pulumi.Output[str]:
         c = args.cluster
@@ -162,13 +154,27 @@ class ManagementCluster(pulumi.ComponentResource):
             must_run=True,
             opts=child,
         )
+        server = f"https://{c.management_ip}:{K3S_API_PORT}"
+        return self._kubeconfig(
+            f"{name}-k3s-kubeconfig", READ_KUBECONFIG, {"CONTAINER": container.name}, container, server
+        )
+
+    def _kubeconfig(
+        self,
+        name: str,
+        script: str,
+        environment: dict[str, pulumi.Input[str]],
+        container: docker.Container,
+        server: str,
+    ) -> pulumi.Output[str]:
+        """The admin kubeconfig `script` prints once the container is up (run again only for a new
+        container), with `server` (the address the host and workers reach it on); a secret."""
         read = command.local.Command(
-            f"{name}-k3s-kubeconfig",
-            create=READ_KUBECONFIG,
-            environment={"CONTAINER": container.name},
+            name,
+            create=script,
+            environment=environment,
             triggers=[container.id],
             logging=command.local.Logging.NONE,
             opts=pulumi.ResourceOptions(parent=self, additional_secret_outputs=["stdout"]),
         )
-        server = f"https://{c.management_ip}:{K3S_API_PORT}"
         return pulumi.Output.secret(read.stdout.apply(lambda text: rewrite_server(text, server)))
