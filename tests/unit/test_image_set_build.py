@@ -24,6 +24,7 @@ from components.config.versions import (
     KIND_NODE_IMAGES,
     KONNECTIVITY_IMAGES,
     KONNECTIVITY_VERSION,
+    KUBEADM_IMAGE_TAGS,
     KWOK_IMAGE,
     KWOK_VERSION,
     LOCAL_PATH_PROVISIONER_IMAGE,
@@ -35,15 +36,10 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "tools/images/build.sh"
 MODULES = ROOT / "tools/go/images"
 
-# What `kubeadm config images list --kubernetes-version <v>` names for etcd and CoreDNS (the script
-# asks the built kubeadm; this table says which modules that makes it need).
-KUBEADM_TAGS = {
-    "v1.35.1": {"etcd": "3.6.6-0", "coredns": "v1.13.1"},
-    "v1.36.1": {"etcd": "3.6.8-0", "coredns": "v1.14.2"},
-}
-# kubeadm's etcd tags, and kamaji-etcd's own etcd (Kamaji's default DataStore).
-ETCD_VERSIONS = {"v" + t["etcd"].rsplit("-", 1)[0] for t in KUBEADM_TAGS.values()} | {KAMAJI_ETCD_VERSION}
-COREDNS_VERSIONS = {t["coredns"] for t in KUBEADM_TAGS.values()} | {TENANT_COREDNS_IMAGE.rsplit(":", 1)[1]}
+# kubeadm's etcd tags (versions.KUBEADM_IMAGE_TAGS, held to the built kubeadm by the Docker tier),
+# and kamaji-etcd's own etcd (Kamaji's default DataStore).
+ETCD_VERSIONS = {"v" + t["etcd"].rsplit("-", 1)[0] for t in KUBEADM_IMAGE_TAGS.values()} | {KAMAJI_ETCD_VERSION}
+COREDNS_VERSIONS = {t["coredns"] for t in KUBEADM_IMAGE_TAGS.values()} | {TENANT_COREDNS_IMAGE.rsplit(":", 1)[1]}
 TARGETS = [
     "node",
     "control-plane",
@@ -60,25 +56,7 @@ TARGETS = [
 
 
 def test_the_kubeadm_table_covers_every_pinned_version():
-    assert set(KUBEADM_TAGS) == set(KIND_NODE_IMAGES)
-
-
-@pytest.mark.parametrize("version", list(KUBEADM_TAGS))
-def test_the_kubeadm_table_is_what_the_built_kubeadm_lists(version):
-    """Against the real kubeadm where tools/images/build.sh has built it."""
-    cache = Path(os.environ.get("GPU_TENANCY_CACHE", Path.home() / ".cache/gpu-tenancy"))
-    kubeadm = cache / "kube" / version / "kubeadm"
-    if not kubeadm.exists():
-        pytest.skip(f"not built: {kubeadm} (tools/images/build.sh node --kubernetes {version})")
-    listed = subprocess.run(
-        [str(kubeadm), "config", "images", "list", "--kubernetes-version", version],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout.split()
-    assert f"registry.k8s.io/etcd:{KUBEADM_TAGS[version]['etcd']}" in listed, listed
-    assert f"registry.k8s.io/coredns/coredns:{KUBEADM_TAGS[version]['coredns']}" in listed, listed
+    assert set(KUBEADM_IMAGE_TAGS) == set(KIND_NODE_IMAGES)
 
 
 def _go_mod(module: Path) -> str:
@@ -252,7 +230,7 @@ def test_an_etcd_tag_without_a_module_is_refused_naming_the_module(tmp_path):
 
 def test_etcd_is_built_from_the_module_of_the_tag_kubeadm_lists(tmp_path):
     version = "v1.35.1"
-    listed = [f"registry.k8s.io/etcd:{KUBEADM_TAGS[version]['etcd']}", "registry.k8s.io/pause:3.10.1"]
+    listed = [f"registry.k8s.io/etcd:{KUBEADM_IMAGE_TAGS[version]['etcd']}", "registry.k8s.io/pause:3.10.1"]
     proc = _run(tmp_path, "etcd", "--kubernetes", version, kubeadm={version: listed})
     assert proc.returncode == 9, proc.stderr
     assert "etcd v3.6.6: building (module tools/go/images/etcd/v3.6.6)" in proc.stderr, proc.stderr
@@ -278,7 +256,7 @@ def test_etcd_is_built_from_the_module_of_the_tag_kubeadm_lists(tmp_path):
     ],
 )
 def test_every_go_build_of_an_image_has_cgo_off_and_trimmed_paths(tmp_path, args, building):
-    kubeadm = {v: [f"registry.k8s.io/etcd:{t['etcd']}"] for v, t in KUBEADM_TAGS.items()}
+    kubeadm = {v: [f"registry.k8s.io/etcd:{t['etcd']}"] for v, t in KUBEADM_IMAGE_TAGS.items()}
     proc = _run(tmp_path, *args, kubeadm=kubeadm)
     assert proc.returncode == 9 and building in proc.stderr, proc.stderr
     (call,) = _go_calls(tmp_path)
@@ -287,9 +265,9 @@ def test_every_go_build_of_an_image_has_cgo_off_and_trimmed_paths(tmp_path, args
 
 def test_coredns_asks_kubeadm_of_every_pinned_version_and_checks_every_module_before_building(tmp_path):
     """The first version's CoreDNS has a module, the last one's none: refused naming it, nothing built."""
-    first, *_, last = KUBEADM_TAGS
+    first, *_, last = KUBEADM_IMAGE_TAGS
     kubeadm = {
-        first: [f"registry.k8s.io/coredns/coredns:{KUBEADM_TAGS[first]['coredns']}"],
+        first: [f"registry.k8s.io/coredns/coredns:{KUBEADM_IMAGE_TAGS[first]['coredns']}"],
         last: ["registry.k8s.io/coredns/coredns:v0.0.1"],
     }
     proc = _run(tmp_path, "coredns", kubeadm=kubeadm)
