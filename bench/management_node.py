@@ -3,7 +3,8 @@ costs to start and run.
 
 1. Build: `tools/images/build.sh all` (every image the lab runs, at every pinned version), with
    `--cold` in empty caches of its own (tools cache, Go module and build caches, debootstrap
-   rootfs: everything downloaded and compiled again), else the cached build; the script's own
+   rootfs: everything downloaded and compiled again) and `--rebuild` (the engine's images of the
+   set, found by their input keys, built again), else the cached build; the script's own
    summary (each image's seconds and size) and the total seconds and MB.
 2. The management node as the stack starts it (components.ops.management_node, through the
    Docker tier's support): a registry on the Docker bridge filled with the images it pulls, the
@@ -44,9 +45,8 @@ def build(cold: bool) -> tuple[float, list[str]]:
         tmp = Path(tempfile.mkdtemp(prefix="image-set-cold-"))
         env.update(GPU_TENANCY_CACHE=str(tmp / "cache"), GOMODCACHE=str(tmp / "mod"), GOCACHE=str(tmp / "build"))
     start = time.monotonic()
-    proc = subprocess.run(
-        ["bash", str(ROOT / "tools/images/build.sh"), "all"], env=env, capture_output=True, text=True, check=False
-    )
+    command = ["bash", str(ROOT / "tools/images/build.sh"), "all", *(["--rebuild"] if cold else [])]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     seconds = time.monotonic() - start
     if tmp is not None:
         subprocess.run(["rm", "-rf", str(tmp)], check=False)

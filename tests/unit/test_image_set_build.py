@@ -313,3 +313,43 @@ def test_the_python_image_puts_its_venv_first_and_runs_python3():
     assert "/opt/python/bin/pip --version" in body
     assert "'ENV PATH=/opt/python/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'" in body
     assert "'CMD [\"python3\"]'" in body and "ENTRYPOINT" not in body
+
+
+def _inputs_key(directory: Path, *words: str) -> str:
+    """tools/images/build.sh's inputs_hash of a directory and words (an image's cache key)."""
+    import hashlib
+
+    lines = ""
+    for f in sorted(p for p in directory.rglob("*") if p.is_file()):
+        lines += f"{hashlib.sha256(f.read_bytes()).hexdigest()}  ./{f.relative_to(directory)}\n"
+    lines += "".join(f"{w}\n" for w in words)
+    return hashlib.sha256(lines.encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("rebuild", [False, True])
+def test_rebuild_builds_an_image_its_key_says_is_built(tmp_path, rebuild):
+    """The engine holds pause with the key of its inputs: found, unless --rebuild (a cold measurement)
+    builds it again (gcc is called) and then prunes only the project's untagged images."""
+    image = "registry.k8s.io/pause:3.10.1"
+    key = _inputs_key(ROOT / "tools/images/pause", image)
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "docker").write_text(
+        f'#!/bin/sh\necho "$*" >> {tmp_path}/docker.calls\n'
+        'case "$1 $2" in info*) exit 0 ;; "image prune") exit 0 ;; esac\n'
+        f'case "$*" in *Labels*) echo {key}; exit 0 ;; *Size*) echo 800000; exit 0 ;; esac\n'
+        'echo "unexpected: docker $*" >&2; exit 9\n'
+    )
+    (stub / "gcc").write_text(f"#!/bin/sh\necho gcc >> {tmp_path}/gcc.calls\nexit 9\n")
+    for tool in ("docker", "gcc"):
+        (stub / tool).chmod(0o755)
+    env = {**os.environ, "PATH": f"{stub}:{os.environ['PATH']}", "GPU_TENANCY_CACHE": str(tmp_path / "cache")}
+    args = ["pause", image, *(["--rebuild"] if rebuild else [])]
+    proc = subprocess.run(["bash", str(BUILD), *args], env=env, capture_output=True, text=True, timeout=60)
+    docker_calls = (tmp_path / "docker.calls").read_text()
+    if rebuild:
+        assert proc.returncode == 9 and (tmp_path / "gcc.calls").exists(), proc.stderr
+        assert "image prune -f --filter label=gpu-tenancy.inputs" in docker_calls, docker_calls
+    else:
+        assert proc.returncode == 0 and f"{image}: cached" in proc.stderr, proc.stderr
+        assert not (tmp_path / "gcc.calls").exists() and "prune" not in docker_calls

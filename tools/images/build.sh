@@ -53,6 +53,9 @@
 #                                  registry mirror under their upstream names (tools/lab/mirror-push.sh)
 #   --push-ca FILE                 with --push: the mirror's CA (PEM), for an https mirror whose
 #                                  certificate the system does not trust
+#   --rebuild (any target)         builds every image of the target again, its cache key ignored
+#                                  (a cold measurement: bench/management_node.py --cold); the
+#                                  images it replaces are removed once untagged
 # Image names, tags and module versions come from components/config/versions.py and kubeadm's
 # `config images list`. Every Go binary of an image is built with cgo off and -trimpath, and
 # checked to be statically linked. Prints each image's build time (cold when nothing was cached)
@@ -101,6 +104,7 @@ PATH_ENV='ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 BUILT=()
 PUSH=""
 PUSH_CA=""
+REBUILD=""
 
 need() { command -v "$1" >/dev/null || { echo "error: $1 not found ($2)" >&2; exit 2; }; }
 
@@ -123,8 +127,14 @@ inputs_hash() {
   done) | sha256sum | cut -c1-16
 }
 
-# cached IMAGE KEY: true when IMAGE exists with that key (nothing to do).
-cached() { [ "$(docker image inspect -f '{{index .Config.Labels "gpu-tenancy.inputs"}}' "$1" 2>/dev/null)" = "$2" ]; }
+# cached IMAGE KEY: true when IMAGE exists with that key (nothing to do); under --rebuild, only once
+# this run has built it (a node's pause and busybox are built once for every version).
+cached() {
+  if [ -n "$REBUILD" ] && ! awk -v i="$1" '$1 == i && $2 != "cached" { f = 1 } END { exit !f }' "$SUMMARY"; then
+    return 1
+  fi
+  [ "$(docker image inspect -f '{{index .Config.Labels "gpu-tenancy.inputs"}}' "$1" 2>/dev/null)" = "$2" ]
+}
 
 # What this run built or found, one line each (IMAGE SECONDS|cached BYTES), for the summary; a
 # file, since some builders run in a command substitution.
@@ -660,7 +670,7 @@ pinned_versions() {
 
 usage() {
   cat >&2 <<'USAGE'
-usage: tools/images/build.sh TARGET [--push MIRROR_HOST [--push-ca FILE]], TARGET one of
+usage: tools/images/build.sh TARGET [--rebuild] [--push MIRROR_HOST [--push-ca FILE]], TARGET one of
   node [--kubernetes vX.Y.Z]...
   control-plane [--kubernetes vX.Y.Z]... [--component kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy]...
   etcd [--kubernetes vX.Y.Z]...
@@ -703,6 +713,7 @@ pause_tag=""
 while [ $# -gt 0 ]; do
   case "$target:$1" in
     *:--push) PUSH=${2:-}; [ -n "$PUSH" ] || { echo "error: --push needs the mirror's host[:port]" >&2; exit 2; }; shift 2 ;;
+    *:--rebuild) REBUILD=1; shift ;;
     *:--push-ca) PUSH_CA=${2:-}; [ -f "$PUSH_CA" ] || { echo "error: --push-ca needs the CA's PEM file" >&2; exit 2; }; shift 2 ;;
     node:--kubernetes | control-plane:--kubernetes | etcd:--kubernetes)
       versions+=("${2:?--kubernetes needs a version}"); shift 2 ;;
@@ -719,6 +730,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -z "$PUSH_CA" ] || [ -n "$PUSH" ] || { echo "error: --push-ca goes with --push" >&2; exit 2; }
+# The images a rebuild untags: only the project's own (the label every image here carries).
+[ -z "$REBUILD" ] || trap 'rm -f "$SUMMARY"; docker image prune -f --filter label=gpu-tenancy.inputs >/dev/null' EXIT
 case "$target" in
   node)
     [ ${#versions[@]} -gt 0 ] || read -ra versions <<< "$(pinned_versions)"
