@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.support.plugins import provider_plugins
 
 pytestmark = pytest.mark.integration
 
@@ -30,22 +30,10 @@ def test_bad_config_stops_the_preview_with_one_error_and_no_resource(pulumi_cli,
         assert typ not in out, out
 
 
-def test_dev_stack_preview_needs_the_docker_and_command_plugins(pulumi_cli, project):
-    home = Path(pulumi_cli.env.get("PULUMI_HOME", Path.home() / ".pulumi"))
-    missing = [
-        p
-        for p in ("resource-docker-v5.2.0", "resource-command-v1.2.1")
-        if not (home / "plugins" / p).exists()
-        and not shutil.which(f"pulumi-{p.split('-')[1]}", path=pulumi_cli.env["PATH"])
-    ]
-    if missing:
-        pytest.skip(
-            f"plugins {', '.join(missing)} are not installed: the Go module proxy this machine reaches refuses "
-            "github.com/pulumi/pulumi-docker/provider/v5 and github.com/pulumi/pulumi-command/provider, so they "
-            "cannot be built here (a normal `pulumi` install downloads them)"
-        )
+def test_dev_stack_previews_with_the_docker_and_command_plugins(pulumi_cli, project):
+    pulumi_cli.env = provider_plugins(pulumi_cli.env)
     if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
         pytest.skip("no Docker engine answers `docker info`: the dev stack's providers need one")
     result = pulumi_cli("preview", cwd=project)
-    for name in ("management-k3s", "team-a-cp-tcp", "team-b-hami-release", "team-a-default-shared-a100-bind-release"):
+    for name in ("management-node", "management-init", "team-a-cp-tcp", "team-b-hami-release"):
         assert name in result.stdout, result.stdout
