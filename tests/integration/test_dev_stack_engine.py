@@ -30,10 +30,10 @@ def test_bad_config_stops_the_preview_with_one_error_and_no_resource(pulumi_cli,
         assert typ not in out, out
 
 
-def test_dev_stack_previews_with_the_docker_and_command_plugins(pulumi_cli, project):
-    pulumi_cli.env = provider_plugins(pulumi_cli.env)
+def test_dev_stack_previews_with_the_docker_and_command_plugins(pulumi_cli, project, tmp_path):
+    pulumi_cli.env = provider_plugins(pulumi_cli.env, tmp_path)
     if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
         pytest.skip("no Docker engine answers `docker info`: the dev stack's providers need one")
-    result = pulumi_cli("preview", cwd=project)
+    result = pulumi_cli("preview", "--stack", "dev", cwd=project)  # a home of its own: no stack selected
     for name in ("management-node", "management-init", "team-a-cp-tcp", "team-b-hami-release"):
         assert name in result.stdout, result.stdout

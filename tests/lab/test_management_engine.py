@@ -77,7 +77,7 @@ def leftovers(name: str) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def up(tmp_path_factory) -> Iterator[Up]:
-    env = provider_plugins(tools_env())
+    env = provider_plugins(tools_env(), tmp_path_factory.mktemp("plugins"))
     require(env, "pulumi", skip=missing)
     ensure_engine()
     node_image(MANAGEMENT_KUBERNETES_VERSION)

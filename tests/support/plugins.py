@@ -1,7 +1,9 @@
 """The Pulumi provider plugins the stack's Docker side needs (docker, command), at the versions of
 the installed SDKs, which is what the engine asks for. A normal install downloads them; where
 that cannot happen they are given as a directory of executables (GPU_TENANCY_PROVIDER_PLUGINS),
-put on the engine's PATH, and each is checked to serve the pinned schema version first."""
+each checked to serve the pinned schema version, then installed into a PULUMI_HOME of the test's
+own beside the plugins the given home has (the tools' home ignores plugins on PATH), so nothing is
+left installed behind it."""
 
 from __future__ import annotations
 
@@ -27,42 +29,71 @@ def installed(home: Path, name: str, ver: str) -> bool:
     return (home / "plugins" / f"resource-{name}-v{ver}").is_dir()
 
 
-def provider_plugins(env: dict[str, str]) -> dict[str, str]:
-    """`env` with the plugins reachable by the engine (installed under PULUMI_HOME, or the
-    directory ENV names first on PATH); skips naming each plugin that is neither, or that serves
+def provider_plugins(env: dict[str, str], scratch: Path) -> dict[str, str]:
+    """`env` with the plugins reachable by the engine: as they are when installed under its
+    PULUMI_HOME, else a home made in `scratch` (the given home's plugins hard-linked in, the
+    directory ENV names installed); skips naming each plugin that is neither, or that serves
     another version than the SDK's."""
     home = Path(env.get("PULUMI_HOME", Path.home() / ".pulumi"))
     wanted = {n: v for n, v in pinned().items() if not installed(home, n, v)}
     if not wanted:
         return env
     where = os.environ.get(ENV, "")
-    absent = [
-        f"pulumi-resource-{n} v{v}"
-        for n, v in wanted.items()
-        if not os.access(Path(where, f"pulumi-resource-{n}"), os.X_OK)
-    ]
-    if not where or absent:
+    absent = [n for n in wanted if not (where and os.access(Path(where, f"pulumi-resource-{n}"), os.X_OK))]
+    if absent:
         pytest.skip(
-            f"no {', '.join(absent or wanted)}: not installed under {home / 'plugins'} and not in {ENV} "
-            "(a directory of pulumi-resource-* executables)"
+            f"no {', '.join(f'pulumi-resource-{n} v{wanted[n]}' for n in absent)}: not installed under "
+            f"{home / 'plugins'} and not in {ENV} (a directory of pulumi-resource-* executables)"
         )
-    out = dict(env)
     for name, ver in wanted.items():
         served = schema_version(env, Path(where, f"pulumi-resource-{name}"))
         if served != ver:
             pytest.skip(f"{ENV}/pulumi-resource-{name} serves {name} {served}, the SDK asks for {ver}")
-    out["PATH"] = f"{where}{os.pathsep}{env['PATH']}"
+    own = scratch / "pulumi-home"
+    (own / "plugins").mkdir(parents=True)
+    for plugin in (home / "plugins").glob("*") if (home / "plugins").is_dir() else ():
+        if plugin.is_dir():  # the engine takes no symbolic link for a plugin's directory: hard links
+            shutil.copytree(plugin, own / "plugins" / plugin.name, copy_function=_link)
+    out = {**env, "PULUMI_HOME": str(own)}
+    for name, ver in wanted.items():
+        subprocess.run(
+            [
+                _pulumi(env),
+                "plugin",
+                "install",
+                "resource",
+                name,
+                ver,
+                "--file",
+                str(Path(where, f"pulumi-resource-{name}")),
+            ],
+            env=out,
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
     return out
 
 
 def schema_version(env: dict[str, str], plugin: Path) -> str:
     """The version a plugin's schema declares (`pulumi package get-schema`)."""
-    pulumi = shutil.which("pulumi", path=env["PATH"])
-    if pulumi is None:
-        pytest.skip("no pulumi CLI (tools/build.sh)")
     proc = subprocess.run(
-        [pulumi, "package", "get-schema", str(plugin)], env=env, capture_output=True, text=True, timeout=120
+        [_pulumi(env), "package", "get-schema", str(plugin)], env=env, capture_output=True, text=True, timeout=120
     )
     if proc.returncode != 0:
         pytest.skip(f"{plugin} does not serve a schema: {proc.stderr.strip()[-300:]}")
     return str(json.loads(proc.stdout).get("version", ""))
+
+
+def _pulumi(env: dict[str, str]) -> str:
+    pulumi = shutil.which("pulumi", path=env["PATH"])
+    if pulumi is None:
+        pytest.skip("no pulumi CLI (tools/build.sh)")
+    return pulumi
+
+
+def _link(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # another filesystem
+        shutil.copy2(src, dst)
