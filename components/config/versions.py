@@ -26,9 +26,24 @@ KAMAJI_REPO = "https://clastix.github.io/charts"
 KAMAJI_CHART_VERSION = "0.0.0+latest"
 KAMAJI_IMAGE_TAG = "26.8.2-edge"
 KAMAJI_IMAGE = f"docker.io/clastix/kamaji:{KAMAJI_IMAGE_TAG}"
-# Kamaji 26.8.2-edge builds on k8s.io/kubernetes v1.36.3: its kubeadm picks each tenant's CoreDNS
-# (cmd/kubeadm/app/constants CoreDNSVersion) where the TCP names no tag.
+# Each tenant's CoreDNS, named in its TenantControlPlane (addons.coreDNS): Kamaji 26.8.2-edge's own
+# pick (its kubeadm, k8s.io/kubernetes v1.36.3, constants.CoreDNSVersion) where the spec names none.
 TENANT_COREDNS_IMAGE = "registry.k8s.io/coredns/coredns:v1.14.2"
+
+
+def coredns_addon(image: str = TENANT_COREDNS_IMAGE) -> dict[str, str]:
+    """A TCP's addons.coreDNS naming `image`. Kamaji's kubeadm makes `<imageRepository>/coredns:<imageTag>`
+    (but `registry.k8s.io` alone becomes `registry.k8s.io/coredns`) and reads the tag only where the
+    repository is set too, so both are given."""
+    name, tag = image.rsplit(":", 1)
+    repository, base = name.rsplit("/", 1)
+    if base != "coredns" or repository == "registry.k8s.io":
+        raise ValueError(
+            f"{image}: kubeadm names CoreDNS's image <repository>/coredns (registry.k8s.io/coredns/coredns)"
+        )
+    return {"imageRepository": repository, "imageTag": tag}
+
+
 # The kubeadm that Kamaji 26.8.2-edge embeds (internal/upgrade/kubeadm_version.go): the highest
 # tenant minor it accepts (see tenant_version).
 KAMAJI_KUBEADM_VERSION = "v1.36.0"

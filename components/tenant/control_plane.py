@@ -22,7 +22,7 @@ from components.config.names import (
     tenant_namespace,
     tenant_provider,
 )
-from components.config.versions import KONNECTIVITY_VERSION
+from components.config.versions import KONNECTIVITY_VERSION, coredns_addon
 from components.providers.tenant_version import TenantVersion
 from components.tenant.automation_identity import AutomationIdentity
 
@@ -103,7 +103,7 @@ def control_plane_spec(
     t: TenantConfig, address: str, datastore: pulumi.Input[str], schema: pulumi.Input[str]
 ) -> dict[str, Any]:
     """The TenantControlPlane spec: NodePort on the management address, addons named explicitly,
-    Konnectivity at the pinned version."""
+    CoreDNS and Konnectivity at the pinned versions."""
     return {
         "dataStore": datastore,
         "dataStoreSchema": schema,
@@ -129,7 +129,8 @@ def control_plane_spec(
             "dnsServiceIPs": [t.dns_service_ip],
         },
         "addons": {
-            "coreDNS": {},
+            # Pinned: the image the platform mirrors and builds, whichever kubeadm Kamaji embeds.
+            "coreDNS": coredns_addon(),
             "kubeProxy": {},
             # Pinned: Kamaji's own pick, v0.<tenant minor>.0, is not published for every minor
             # (v0.35.0 is not); the platform mirrors or builds this one (versions.KONNECTIVITY_IMAGES).

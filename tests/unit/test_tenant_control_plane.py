@@ -9,7 +9,12 @@ from components.config import image_set
 from components.config.image_refs import ImageRef
 from components.config.load import load_stack_config, load_stack_file
 from components.config.names import datastore_schema
-from components.config.versions import KONNECTIVITY_IMAGES, KONNECTIVITY_VERSION
+from components.config.versions import (
+    KONNECTIVITY_IMAGES,
+    KONNECTIVITY_VERSION,
+    TENANT_COREDNS_IMAGE,
+    coredns_addon,
+)
 from components.tenant.control_plane import control_plane_spec
 from tests.support.harness import ROOT, load_config_file
 from tests.support.kamaji_crd import spec_schema
@@ -50,7 +55,7 @@ def test_cel_rules_the_validator_cannot_run(specs):
 
 def test_addons_named_explicitly_and_nodeport_in_range(specs):
     a, b = specs
-    assert a["addons"]["coreDNS"] == {} and a["addons"]["kubeProxy"] == {}
+    assert a["addons"]["kubeProxy"] == {}
     assert a["addons"]["konnectivity"]["server"]["port"] == 31132
     assert b["networkProfile"]["port"] == 31444
     assert a["controlPlane"]["service"]["serviceType"] == "NodePort"
@@ -102,3 +107,25 @@ def test_the_image_list_has_the_konnectivity_images_the_specs_name(path):
         spec = control_plane_spec(t, str(cfg.cluster.management_ip), "default", "schema")
         for side, image in (("server", server), ("agent", agent)):
             assert f"{image.rsplit(':', 1)[0]}:{spec['addons']['konnectivity'][side]['version']}" == image
+
+
+def test_each_tenants_coredns_is_the_pinned_image_as_kamajis_kubeadm_names_it(specs):
+    """kubeadm's GetDNSImage: `<imageRepository>/coredns:<imageTag>`, the tag read only with the
+    repository; so a tenant pulls exactly the image the platform mirrors and builds."""
+    for spec in specs:
+        dns = spec["addons"]["coreDNS"]
+        assert set(dns) == {"imageRepository", "imageTag"}, dns
+        assert f"{dns['imageRepository']}/coredns:{dns['imageTag']}" == TENANT_COREDNS_IMAGE
+
+
+@pytest.mark.parametrize("image", ["registry.k8s.io/coredns:v1.14.2", "docker.io/library/busybox:1.36"])
+def test_a_coredns_image_kubeadm_cannot_name_is_refused(image):
+    with pytest.raises(ValueError, match="kubeadm names CoreDNS's image"):
+        coredns_addon(image)
+
+
+def test_a_mirrored_coredns_keeps_its_path():
+    assert coredns_addon("mirror.example:5000/registry.k8s.io/coredns/coredns:v1.14.2") == {
+        "imageRepository": "mirror.example:5000/registry.k8s.io/coredns",
+        "imageTag": "v1.14.2",
+    }
