@@ -31,6 +31,7 @@ from components.config.versions import (
 )
 from components.ops import local_path
 from tests.support.docker_lab import DockerLab, docker, missing, node_image
+from tests.support.events import events
 from tests.support.management import MANAGEMENT_MEMORY_MIB, Management, apply_storage, pulled_images, start_management
 from tests.support.registry import Registry, bridge_gateway, lab_registry, push, requests
 from tests.support.tools import CACHE
@@ -97,16 +98,11 @@ def _finished(core: Any, name: str, timeout: float = 180) -> str:
 
     assert settles(lambda: phase() in ("Succeeded", "Failed"), timeout=timeout, interval=1), (
         core.read_namespaced_pod(name, "default").status,
-        _events(core, name),
+        events(core, name),
     )
     log = core.read_namespaced_pod_log(name, "default")
-    assert phase() == "Succeeded", (log, _events(core, name))
+    assert phase() == "Succeeded", (log, events(core, name))
     return log
-
-
-def _events(core: Any, name: str) -> list[tuple[str, str]]:
-    items = core.list_namespaced_event("default", field_selector=f"involvedObject.name={name}").items
-    return [(e.reason, e.message) for e in items]
 
 
 def _once(command: str, image: str = LAB_BUSYBOX_IMAGE, **extra: Any) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from components.config.versions import DEFAULT_TENANT_VERSION
 from components.ops.registry_mirror import CA_FILE, CONTAINERD_CERTS_DIR, Mirror, containerd_files
 from tests.support.cluster import self_signed, signed_by
 from tests.support.docker_lab import BUSYBOX, control_plane_image, docker, missing
+from tests.support.events import events
 from tests.support.lab_join import join_worker, node_ready
 from tests.support.registry import MIRROR_PUSH, Registry, bridge_gateway, lab_registry, requests
 from tests.support.waits import settles
@@ -136,13 +137,8 @@ def _first_pull_failure(core, pod: str) -> str:
         found[:] = _pull_failed(core, pod)
         return bool(found)
 
-    assert settles(failed, timeout=120, interval=0.5), _events(core, pod)
+    assert settles(failed, timeout=120, interval=0.5), events(core, pod)
     return found[0]
-
-
-def _events(core, pod: str) -> list[tuple[str, str]]:
-    events = core.list_namespaced_event("default", field_selector=f"involvedObject.name={pod}").items
-    return [(e.reason, e.message) for e in events]
 
 
 def test_the_node_starts_with_the_mirror_s_files(node, lab, files):
@@ -194,12 +190,12 @@ def test_the_lab_s_kube_apiserver_image_runs_from_the_mirror(control_plane, lab,
 
     assert settles(lambda: phase() in ("Succeeded", "Failed"), timeout=180, interval=0.5), (
         core.read_namespaced_pod("kube-apiserver-version", "default").status,
-        _events(core, "kube-apiserver-version"),
+        events(core, "kube-apiserver-version"),
     )
     seconds = time.monotonic() - start
     assert phase() == "Succeeded", (
         core.read_namespaced_pod("kube-apiserver-version", "default").status,
-        _events(core, "kube-apiserver-version"),
+        events(core, "kube-apiserver-version"),
     )
     streams, log = _container_log(lab, node, core.read_namespaced_pod("kube-apiserver-version", "default"))
     assert (streams, log) == ({"stdout"}, f"Kubernetes {DEFAULT_TENANT_VERSION}\n"), (streams, log)
@@ -295,7 +291,7 @@ def test_over_https_a_pod_runs_from_the_mirror_trusting_the_ca_it_was_given(
 
     assert settles(running, timeout=120, interval=0.5), (
         core.read_namespaced_pod("from-tls-mirror", "default").status,
-        _events(core, "from-tls-mirror"),
+        events(core, "from-tls-mirror"),
     )
     seconds = time.monotonic() - start
     wanted = "/v2/docker.io/library/busybox/manifests/1.36.1"
