@@ -32,7 +32,14 @@ from components.config.versions import (
 from components.ops import local_path
 from tests.support.docker_lab import DockerLab, docker, missing, node_image
 from tests.support.events import events
-from tests.support.management import MANAGEMENT_MEMORY_MIB, Management, apply_storage, pulled_images, start_management
+from tests.support.management import (
+    MANAGEMENT_MEMORY_MIB,
+    Management,
+    apply_storage,
+    pulled_images,
+    start_management,
+    untainted,
+)
 from tests.support.registry import Registry, bridge_gateway, lab_registry, push, requests
 from tests.support.tools import CACHE
 from tests.support.waits import settles
@@ -66,9 +73,10 @@ def management(lab: DockerLab, mirror: Registry, tunables) -> Management:
 
 
 def test_the_node_is_ready_untainted_at_the_pinned_version(management):
-    node = management.core().read_node(management.node)
+    core = management.core()
+    node = core.read_node(management.node)
     assert node.status.node_info.kubelet_version == MANAGEMENT_KUBERNETES_VERSION
-    assert not node.spec.taints, node.spec.taints
+    assert untainted(core, management.node) == []
     assert [a.address for a in node.status.addresses if a.type == "InternalIP"] == [management.address]
     assert node.spec.pod_cidr, "no pod CIDR: the node's pod network has nothing to serve"
 

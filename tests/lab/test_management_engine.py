@@ -27,7 +27,7 @@ from components.config.versions import LAB_BUSYBOX_IMAGE, MANAGEMENT_KUBERNETES_
 from components.ops import local_path
 from components.ops.kube import api_client
 from tests.support.docker_lab import TunablesGuard, docker, ensure_engine, missing, node_image, read_tunables
-from tests.support.management import pulled_images
+from tests.support.management import pulled_images, untainted
 from tests.support.plugins import provider_plugins
 from tests.support.registry import bridge_gateway, lab_registry, push
 from tests.support.tools import PulumiCli, require, tools_env
@@ -137,7 +137,7 @@ def test_up_makes_a_cluster_with_what_kamaji_needs(up):
     assert node.metadata.name == f"{up.name}-management"
     assert node.status.node_info.kubelet_version == MANAGEMENT_KUBERNETES_VERSION
     assert any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
-    assert not node.spec.taints, node.spec.taints
+    assert untainted(core, node.metadata.name) == []
     default = [
         s.metadata.name
         for s in storage.list_storage_class().items

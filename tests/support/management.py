@@ -55,6 +55,20 @@ def node_ready(core: Any, name: str) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
 
 
+# kubeadm's taint on a control-plane node, which the project's InitConfiguration leaves off.
+CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
+
+
+def untainted(core: Any, name: str, timeout: float = 60) -> list[Any]:
+    """The node's taints once it has none (the node lifecycle controller lifts its `not-ready`
+    taint some seconds after the kubelet reports Ready), or what is left at the deadline; the
+    control-plane taint is never waited for: it must not be there at all."""
+    taints = core.read_node(name).spec.taints or []
+    assert not [t for t in taints if t.key == CONTROL_PLANE_TAINT], taints
+    settles(lambda: not core.read_node(name).spec.taints, timeout=timeout, interval=1)
+    return core.read_node(name).spec.taints or []
+
+
 def start_management(
     lab: DockerLab, image: str, mirror_endpoint: str, memory_mib: int = MANAGEMENT_MEMORY_MIB
 ) -> Management:
