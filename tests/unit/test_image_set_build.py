@@ -327,29 +327,39 @@ def _inputs_key(directory: Path, *words: str) -> str:
 
 
 @pytest.mark.parametrize("rebuild", [False, True])
-def test_rebuild_builds_an_image_its_key_says_is_built(tmp_path, rebuild):
+def test_rebuild_builds_an_image_its_key_says_is_built_and_removes_the_one_it_replaces(tmp_path, rebuild):
     """The engine holds pause with the key of its inputs: found, unless --rebuild (a cold measurement)
-    builds it again (gcc is called) and then prunes only the project's untagged images."""
+    builds it again, and the image it replaced, left without a name, is removed (nothing else is)."""
     image = "registry.k8s.io/pause:3.10.1"
     key = _inputs_key(ROOT / "tools/images/pause", image)
     stub = tmp_path / "bin"
     stub.mkdir()
+    state = tmp_path / "id"
+    state.write_text("sha256:old")
+    # An engine of one image: its id (changed by an import), its key, its size; the old id has no name left.
     (stub / "docker").write_text(
         f'#!/bin/sh\necho "$*" >> {tmp_path}/docker.calls\n'
-        'case "$1 $2" in info*) exit 0 ;; "image prune") exit 0 ;; esac\n'
-        f'case "$*" in *Labels*) echo {key}; exit 0 ;; *Size*) echo 800000; exit 0 ;; esac\n'
-        'echo "unexpected: docker $*" >&2; exit 9\n'
+        'case "$1 $2" in info*) exit 0 ;; "image rm") exit 0 ;;'
+        f" import*) cat > /dev/null; echo sha256:new > {state}; exit 0 ;; esac\n"
+        f'case "$*" in *Labels*) echo {key} ;; *Size*) echo 800000 ;; *RepoTags*) echo ;;'
+        f' *.Id*) cat {state} ;; *) echo "unexpected: docker $*" >&2; exit 9 ;; esac\n'
     )
-    (stub / "gcc").write_text(f"#!/bin/sh\necho gcc >> {tmp_path}/gcc.calls\nexit 9\n")
-    for tool in ("docker", "gcc"):
+    (stub / "gcc").write_text(
+        f'#!/bin/sh\necho gcc >> {tmp_path}/gcc.calls\nwhile [ "$1" != -o ]; do shift; done\n: > "$2"\n'
+    )
+    (stub / "strip").write_text("#!/bin/sh\n")
+    for tool in ("docker", "gcc", "strip"):
         (stub / tool).chmod(0o755)
     env = {**os.environ, "PATH": f"{stub}:{os.environ['PATH']}", "GPU_TENANCY_CACHE": str(tmp_path / "cache")}
     args = ["pause", image, *(["--rebuild"] if rebuild else [])]
     proc = subprocess.run(["bash", str(BUILD), *args], env=env, capture_output=True, text=True, timeout=60)
-    docker_calls = (tmp_path / "docker.calls").read_text()
+    assert proc.returncode == 0, proc.stderr
+    docker_calls = (tmp_path / "docker.calls").read_text().splitlines()
+    removed = [c for c in docker_calls if c.startswith("image rm")]
     if rebuild:
-        assert proc.returncode == 9 and (tmp_path / "gcc.calls").exists(), proc.stderr
-        assert "image prune -f --filter label=gpu-tenancy.inputs" in docker_calls, docker_calls
+        assert (tmp_path / "gcc.calls").exists(), proc.stderr
+        assert re.search(rf"{re.escape(image)}: \d+ s, 0\.8 MB", proc.stderr), proc.stderr
+        assert removed == ["image rm sha256:old"], docker_calls
     else:
-        assert proc.returncode == 0 and f"{image}: cached" in proc.stderr, proc.stderr
-        assert not (tmp_path / "gcc.calls").exists() and "prune" not in docker_calls
+        assert f"{image}: cached" in proc.stderr, proc.stderr
+        assert not (tmp_path / "gcc.calls").exists() and not removed, docker_calls

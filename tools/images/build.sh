@@ -54,12 +54,12 @@
 #   --push-ca FILE                 with --push: the mirror's CA (PEM), for an https mirror whose
 #                                  certificate the system does not trust
 #   --rebuild (any target)         builds every image of the target again, its cache key ignored
-#                                  (a cold measurement: bench/management_node.py --cold); the
-#                                  images it replaces are removed once untagged
+#                                  (a cold measurement: bench/management_node.py --cold)
 # Image names, tags and module versions come from components/config/versions.py and kubeadm's
 # `config images list`. Every Go binary of an image is built with cgo off and -trimpath, and
 # checked to be statically linked. Prints each image's build time (cold when nothing was cached)
-# and size.
+# and size. An image built again under its name (new inputs, --rebuild) replaces the old one,
+# which is removed.
 # Needs: a Docker engine (tools/lab/docker.sh starts one), Go, debootstrap, gcc, busybox-static, jq,
 # file.
 set -euo pipefail
@@ -210,12 +210,18 @@ wrapper_module() {
   echo "images/$1/$2"
 }
 
-# import_dir DIR IMAGE KEY [CHANGES...]: a FROM-scratch image from a directory.
+# import_dir DIR IMAGE KEY [CHANGES...]: a FROM-scratch image from a directory. The image it
+# replaces under that name is removed once no name is left on it (a container using it keeps it).
 import_dir() {
   local dir=$1 image=$2 key=$3; shift 3
-  local args=(--change "LABEL gpu-tenancy.inputs=$key")
+  local args=(--change "LABEL gpu-tenancy.inputs=$key") before
   for c in "$@"; do args+=(--change "$c"); done
+  before=$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)
   tar -C "$dir" --numeric-owner -c . | docker import "${args[@]}" - "$image" >/dev/null
+  if [ -n "$before" ] && [ "$(docker image inspect -f '{{.Id}}' "$image")" != "$before" ] &&
+    [ -z "$(docker image inspect -f '{{join .RepoTags ""}}' "$before" 2>/dev/null)" ]; then
+    docker image rm "$before" >/dev/null 2>&1 || true
+  fi
 }
 
 build_pause() { # build_pause IMAGE (the tag kubeadm of the node's version expects)
@@ -730,8 +736,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -z "$PUSH_CA" ] || [ -n "$PUSH" ] || { echo "error: --push-ca goes with --push" >&2; exit 2; }
-# The images a rebuild untags: only the project's own (the label every image here carries).
-[ -z "$REBUILD" ] || trap 'rm -f "$SUMMARY"; docker image prune -f --filter label=gpu-tenancy.inputs >/dev/null' EXIT
 case "$target" in
   node)
     [ ${#versions[@]} -gt 0 ] || read -ra versions <<< "$(pinned_versions)"
