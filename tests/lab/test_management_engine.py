@@ -94,10 +94,7 @@ def up(tmp_path_factory) -> Iterator[Up]:
     try:
         with lab_registry(tmp_path_factory.mktemp("registry"), bridge_gateway()) as reg:
             push(reg, *images)
-            for f in PROGRAM.iterdir():
-                if f.is_file():
-                    (work / f.name).write_text(f.read_text())
-            cli("stack", "init", "lab", cwd=work)
+            cli.new_stack(PROGRAM, work, None, stack="lab")  # the management cluster is the stack's own
             subnet = free_subnet()
             cluster = {"mode": "docker", "name": name, "subnet": str(subnet), "managementIp": str(subnet[2])}
             _set_objects(work, {"cluster": cluster, "mirror": {"endpoint": reg.endpoint}})

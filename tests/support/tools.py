@@ -59,14 +59,15 @@ class PulumiCli:
             }
         )
 
-    def new_stack(self, program: Path, work: Path, kubeconfig: str, stack: str = "test") -> Path:
-        """A copy of a test program in `work`, its stack made, `kubeconfig` set as a secret."""
+    def new_stack(self, program: Path, work: Path, kubeconfig: str | None, stack: str = "test") -> Path:
+        """A copy of a test program in `work`, its stack made, `kubeconfig` (where given) set as a secret."""
         work.mkdir(parents=True, exist_ok=True)
         for f in program.iterdir():
             if f.is_file():
                 (work / f.name).write_text(f.read_text())
         self("stack", "init", stack, cwd=work)
-        self("config", "set", "--secret", "kubeconfig", kubeconfig, cwd=work)
+        if kubeconfig is not None:
+            self("config", "set", "--secret", "kubeconfig", kubeconfig, cwd=work)
         return work
 
     def __call__(self, *args: str, cwd: Path, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
