@@ -42,6 +42,7 @@ ETCD_VERSIONS = {"v" + t["etcd"].rsplit("-", 1)[0] for t in KUBEADM_IMAGE_TAGS.v
 COREDNS_VERSIONS = {t["coredns"] for t in KUBEADM_IMAGE_TAGS.values()} | {TENANT_COREDNS_IMAGE.rsplit(":", 1)[1]}
 TARGETS = [
     "node",
+    "kubeadm",
     "control-plane",
     "etcd",
     "coredns",
@@ -164,7 +165,9 @@ def test_every_required_module_has_its_checksum(module):
     assert not lacking, f"tools/go/images/{module}/go.sum lacks (run go mod tidy there): {lacking}"
 
 
-def _run(tmp_path: Path, *args: str, kubeadm: dict[str, list[str]] | None = None) -> subprocess.CompletedProcess:
+def _run(
+    tmp_path: Path, *args: str, kubeadm: dict[str, list[str]] | None = None, engine: bool = True
+) -> subprocess.CompletedProcess:
     """The script with a docker whose engine answers and holds no image, a go that records how it
     was called and fails, and a cache with only the given kubeadm stubs (version -> listed images)."""
     stub = tmp_path / "bin"
@@ -172,10 +175,8 @@ def _run(tmp_path: Path, *args: str, kubeadm: dict[str, list[str]] | None = None
     # debootstrap records its arguments and fails: no rootfs is made.
     (stub / "debootstrap").write_text(f'#!/bin/sh\necho "$*" >> {tmp_path}/debootstrap.calls\nexit 9\n')
     (stub / "debootstrap").chmod(0o755)
-    (stub / "docker").write_text(
-        '#!/bin/sh\ncase "$1 $2" in info*) exit 0 ;; "image inspect") exit 1 ;; esac\n'
-        'echo "unexpected: docker $*" >&2; exit 9\n'
-    )
+    answers = 'case "$1 $2" in info*) exit 0 ;; "image inspect") exit 1 ;; esac\n' if engine else ""
+    (stub / "docker").write_text(f'#!/bin/sh\n{answers}echo "unexpected: docker $*" >&2; exit 9\n')
     (stub / "go").write_text(f'#!/bin/sh\necho "CGO_ENABLED=$CGO_ENABLED $*" >> {tmp_path}/go.calls\nexit 9\n')
     for tool in ("docker", "go"):
         (stub / tool).chmod(0o755)
@@ -205,6 +206,9 @@ def _go_calls(tmp_path: Path) -> list[str]:
         (["konnectivity", "--component", "proxy-agent"], "error: unknown argument --component"),
         (["all", "--kubernetes", "v1.35.1"], "error: unknown argument --kubernetes"),
         (["control-plane", "--component", "kubelet"], "--component kubelet: expected one of kube-apiserver"),
+        (["kubeadm", "--kubernetes", "v1.34.0"], "no wrapper module tools/go/node/v1.34.0 for Kubernetes v1.34.0"),
+        (["kubeadm", "--push", "172.17.0.1:5000"], "error: kubeadm builds no image: --push is for images"),
+        (["kubeadm", "--rebuild"], "error: kubeadm builds no image: --rebuild is for images"),
     ],
 )
 def test_what_it_cannot_build_is_refused_in_one_line_before_building(tmp_path, args, says):
@@ -220,6 +224,19 @@ def test_the_usage_names_every_target(tmp_path):
     usage = proc.stderr
     for target in TARGETS:
         assert re.search(rf"(^|\s|\|){re.escape(target)}(\s|$)", usage, re.M), (target, usage)
+
+
+@pytest.mark.parametrize("versions", [[], ["--kubernetes", "v1.36.1"]])
+def test_kubeadm_is_the_binary_alone_of_each_version_built_without_an_engine(tmp_path, versions):
+    """CI's image-table check reads kubeadm of every pinned version; a node image per version is
+    the lab's, not the tier's. The engine stub refuses even `docker info`: none is asked."""
+    proc = _run(tmp_path, "kubeadm", *versions, engine=False)
+    assert proc.returncode == 9, proc.stderr
+    assert "unexpected" not in proc.stderr and "no Docker engine" not in proc.stderr, proc.stderr
+    (call,) = _go_calls(tmp_path)  # the first build fails (the go stub): nothing after it
+    first = versions[1] if versions else next(iter(KUBEADM_IMAGE_TAGS))
+    assert call.startswith("CGO_ENABLED=0 ") and "k8s.io/kubernetes/cmd/kubeadm" in call, call
+    assert f"version.gitVersion={first} " in call and f"/kube/{first}/kubeadm" in call, call
 
 
 def test_an_etcd_tag_without_a_module_is_refused_naming_the_module(tmp_path):

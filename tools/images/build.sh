@@ -678,6 +678,7 @@ usage() {
   cat >&2 <<'USAGE'
 usage: tools/images/build.sh TARGET [--rebuild] [--push MIRROR_HOST [--push-ca FILE]], TARGET one of
   node [--kubernetes vX.Y.Z]...
+  kubeadm [--kubernetes vX.Y.Z]...   (the binary only, into the tools cache: no image, no engine)
   control-plane [--kubernetes vX.Y.Z]... [--component kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy]...
   etcd [--kubernetes vX.Y.Z]...
   coredns [--version vX.Y.Z]...
@@ -702,13 +703,15 @@ push() {
   bash "$ROOT/tools/lab/mirror-push.sh" "${ca[@]}" "$PUSH" "${images[@]}"
 }
 
-need docker "apt-get install docker.io"
-need file "apt-get install file"
-docker info >/dev/null 2>&1 || { echo "error: no Docker engine answers (start one: bash tools/lab/docker.sh)" >&2; exit 2; }
 target=${1:-}
 shift || true
+need file "apt-get install file"
+if [ "$target" != kubeadm ]; then
+  need docker "apt-get install docker.io"
+  docker info >/dev/null 2>&1 || { echo "error: no Docker engine answers (start one: bash tools/lab/docker.sh)" >&2; exit 2; }
+fi
 case "$target" in
-  node | control-plane | etcd | coredns | konnectivity | local-path-provisioner | kwok | python | kamaji-etcd | \
+  node | kubeadm | control-plane | etcd | coredns | konnectivity | local-path-provisioner | kwok | python | kamaji-etcd | \
     kamaji-etcd-jobs | management | all | pause | busybox) ;;
   "") usage ;;
   *) echo "error: unknown target $target" >&2; usage ;;
@@ -718,10 +721,11 @@ components=()
 pause_tag=""
 while [ $# -gt 0 ]; do
   case "$target:$1" in
+    kubeadm:--push | kubeadm:--rebuild) echo "error: kubeadm builds no image: $1 is for images" >&2; exit 2 ;;
     *:--push) PUSH=${2:-}; [ -n "$PUSH" ] || { echo "error: --push needs the mirror's host[:port]" >&2; exit 2; }; shift 2 ;;
     *:--rebuild) REBUILD=1; shift ;;
     *:--push-ca) PUSH_CA=${2:-}; [ -f "$PUSH_CA" ] || { echo "error: --push-ca needs the CA's PEM file" >&2; exit 2; }; shift 2 ;;
-    node:--kubernetes | control-plane:--kubernetes | etcd:--kubernetes)
+    node:--kubernetes | kubeadm:--kubernetes | control-plane:--kubernetes | etcd:--kubernetes)
       versions+=("${2:?--kubernetes needs a version}"); shift 2 ;;
     coredns:--version) versions+=("${2:?--version needs a CoreDNS version}"); shift 2 ;;
     control-plane:--component)
@@ -740,6 +744,13 @@ case "$target" in
   node)
     [ ${#versions[@]} -gt 0 ] || read -ra versions <<< "$(pinned_versions)"
     for v in "${versions[@]}"; do build_node "$v"; done
+    ;;
+  kubeadm)
+    # What reads kubeadm's own image lists (the tier that holds versions.KUBEADM_IMAGE_TAGS to them)
+    # needs only the binary, not a node image per version.
+    [ ${#versions[@]} -gt 0 ] || read -ra versions <<< "$(pinned_versions)"
+    for v in "${versions[@]}"; do module=$(node_module "$v"); NO_BIN_LINK=1 build_kube kubeadm "${v#v}" "$module"; done
+    for v in "${versions[@]}"; do static "$CACHE/kube/$v/kubeadm"; done
     ;;
   control-plane)
     [ ${#versions[@]} -gt 0 ] || read -ra versions <<< "$(pinned_versions)"
