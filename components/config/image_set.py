@@ -76,7 +76,6 @@ def _tenant(t: TenantConfig, cfg: StackConfig) -> list[Need]:
     needs += [
         Need(f"{versions.HAMI_IMAGE}:{versions.HAMI_EXTENDER_IMAGE_TAG}", WORKERS, f"{who}'s HAMi scheduler extender"),
         Need(f"registry.k8s.io/kube-scheduler:{v}", WORKERS, f"{who}'s HAMi kube-scheduler"),
-        Need(versions.HAMI_CERTGEN_IMAGE, WORKERS, f"{who}'s HAMi webhook certificates (chart default)"),
     ]
     if t.real_gpus:
         needs.append(

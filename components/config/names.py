@@ -18,6 +18,8 @@ MOCK_GPU_NODE_LABEL = ("node-restriction.kubernetes.io/gpu-tenancy-mock-gpu", "t
 # On a docker worker's Node: the machine its fake cards were written for (a replaced worker's new
 # Node gets them again).
 MACHINE_ID_ANNOTATION = "gpu-tenancy/machine-id"
+# On a webhook server's pods: its serving certificate's SHA-256 (a new certificate rolls them).
+WEBHOOK_CERTIFICATE_ANNOTATION = "gpu-tenancy/webhook-certificate"
 
 
 def release_controller_container(lab: str, tenant: str) -> str:

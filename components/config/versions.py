@@ -61,9 +61,9 @@ HAMI_CHART_VERSION = "2.8.3"
 HAMI_CHART_IMAGE_TAG = "v2.8.3"
 HAMI_EXTENDER_IMAGE_TAG = "v2.10.0"
 HAMI_IMAGE = "docker.io/projecthami/hami"
-# The chart's defaults for its mock device plugin and its webhook-certificate jobs (k8s >= 1.22).
+# The chart's default for its mock device plugin. (Its webhook-certificate jobs, and their
+# certgen image, are off: the stack makes the certificate, components/tenant/hami.py.)
 HAMI_MOCK_PLUGIN_IMAGE = "docker.io/projecthami/mock-device-plugin:1.0.1"
-HAMI_CERTGEN_IMAGE = "docker.io/liangjw/kube-webhook-certgen:v1.1.1"
 
 KUBE_SCHEDULER_REGISTRY = "registry.k8s.io"
 KUBE_SCHEDULER_REPOSITORY = "kube-scheduler"

@@ -1,8 +1,10 @@
-"""Hami: HAMi's chart in one tenant, with the mock device plugin in place of the real one."""
+"""Hami: HAMi's chart in one tenant, with the mock device plugin in place of the real one, and
+its webhook's certificate made by the stack."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import base64
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pulumi
@@ -11,14 +13,22 @@ import pulumi_kubernetes as k8s
 from components.config import versions
 from components.config.chart_sources import ChartSource
 from components.config.model import CHARTS, POOL_DOCKER, HamiConfig
-from components.config.names import HAMI_NAMESPACE, POOL_MODE_LABEL
+from components.config.names import HAMI_NAMESPACE, POOL_MODE_LABEL, WEBHOOK_CERTIFICATE_ANNOTATION
+from components.ops import webhook_certificate as wc
 from components.platform.helm import Chart, HelmReleaseArgs, helm_release
 from components.providers.hami_registration import HamiRegistration
+from components.providers.webhook_certificate import WebhookCertificate
 from components.providers.webhook_probe import HamiWebhookProbe
 
 # A release name containing "hami" keeps the chart's fullname "hami" (hami-scheduler, ...).
 HAMI_RELEASE = "hami"
 HAMI = Chart(HAMI_RELEASE, *CHARTS["hami"])
+# What the chart names after its fullname: the extender's Service (its webhook's too), the Secret
+# its pod mounts at /tls, and the MutatingWebhookConfiguration with its one webhook.
+HAMI_SCHEDULER_SERVICE = f"{HAMI_RELEASE}-scheduler"
+HAMI_TLS_SECRET = f"{HAMI_RELEASE}-scheduler-tls"
+HAMI_WEBHOOK_CONFIGURATION = f"{HAMI_RELEASE}-webhook"
+HAMI_WEBHOOK = "vgpu.hami.io"
 
 
 def extender_args(hami: HamiConfig) -> list[str]:
@@ -43,8 +53,9 @@ def hami_values(kubernetes_version: str, hami: HamiConfig, real_gpus: bool = Fal
 
     - the real NVIDIA device plugin needs NVML and crash-loops without GPUs: off, mock plugin on;
       with real cards the other way round;
-    - the scheduler and its certificate jobs run on docker workers only: simulated nodes would
-      only pretend to run them, and not-yet-joined machines cannot;
+    - the scheduler runs on docker workers only: simulated nodes would only pretend to run it,
+      and not-yet-joined machines cannot;
+    - no certificate jobs (`patch`): the stack makes the webhook's certificate (trusted_release);
     - kube-scheduler from registry.k8s.io at the tenant's own version (the chart default is a
       mirror registry and an empty tag derived from a cluster version it cannot see), at the
       stack's log level;
@@ -61,7 +72,7 @@ def hami_values(kubernetes_version: str, hami: HamiConfig, real_gpus: bool = Fal
         "mockDevicePlugin": {"enabled": not real_gpus},
         "scheduler": {
             "nodeSelector": on_docker_workers,
-            "patch": {"nodeSelector": on_docker_workers},
+            "patch": {"enabled": False},
             "defaultSchedulerPolicy": {
                 "nodeSchedulerPolicy": hami.node_scheduler_policy,
                 "gpuSchedulerPolicy": "spread",
@@ -78,6 +89,73 @@ def hami_values(kubernetes_version: str, hami: HamiConfig, real_gpus: bool = Fal
             "service": {"type": "ClusterIP"},
         },
     }
+
+
+@dataclass
+class TrustedRelease:
+    """HAMi's release with the webhook certificate the stack made for it."""
+
+    namespace: k8s.core.v1.Namespace
+    certificate: WebhookCertificate
+    secret: k8s.core.v1.Secret
+    release: k8s.helm.v3.Release
+    ca_bundle: k8s.admissionregistration.v1.MutatingWebhookConfigurationPatch
+
+
+def trusted_release(name: str, args: HelmReleaseArgs, parent: pulumi.Resource) -> TrustedRelease:
+    """The chart `args` names with its webhook's certificate made here, in this order:
+    - the namespace, owned by the stack (Helm's create-namespace would leave it behind on destroy);
+    - the certificate (a CA of this tenant's own) and the Secret the scheduler mounts at /tls,
+      before the chart, so its pod starts with it;
+    - the release, its scheduler's pods annotated with the certificate's fingerprint (it reads
+      /tls at start only: a new certificate restarts it);
+    - the CA in the chart's webhook configuration: a server-side apply of that one field, so the
+      chart keeps the rest, and Helm's upgrades keep it (their manifests never name it).
+    Until the last step the API server cannot verify the webhook and (failurePolicy Ignore)
+    skips it: whatever makes GPU pods waits for the probe, which comes after it."""
+    provider = args.provider
+    namespace = k8s.core.v1.Namespace(
+        f"{name}-namespace",
+        metadata={"name": args.namespace},
+        opts=pulumi.ResourceOptions(parent=parent, provider=provider),
+    )
+    cert = WebhookCertificate(
+        f"{name}-webhook-certificate",
+        dns_names=wc.service_names(HAMI_SCHEDULER_SERVICE, args.namespace),
+        ip_addresses=[wc.LOOPBACK],
+        valid_days=wc.VALID_DAYS,
+        renew_days=wc.RENEW_DAYS,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    secret = k8s.core.v1.Secret(
+        f"{name}-webhook-tls",
+        metadata={"name": HAMI_TLS_SECRET, "namespace": args.namespace},
+        type="kubernetes.io/tls",
+        string_data={"tls.crt": cert.tls_crt, "tls.key": cert.tls_key, "ca.crt": cert.ca_crt},
+        opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[namespace]),
+    )
+    scheduler = {**args.values.get("scheduler", {})}
+    scheduler["podAnnotations"] = {
+        **scheduler.get("podAnnotations", {}),
+        WEBHOOK_CERTIFICATE_ANNOTATION: cert.fingerprint,
+    }
+    release = helm_release(
+        f"{name}-release",
+        replace(args, values={**args.values, "scheduler": scheduler}, depends_on=[*args.depends_on, secret]),
+        parent=parent,
+    )
+    ca_bundle = k8s.admissionregistration.v1.MutatingWebhookConfigurationPatch(
+        f"{name}-webhook-ca",
+        metadata={"name": HAMI_WEBHOOK_CONFIGURATION},
+        webhooks=[
+            {
+                "name": HAMI_WEBHOOK,
+                "client_config": {"ca_bundle": cert.ca_crt.apply(lambda pem: base64.b64encode(pem.encode()).decode())},
+            }
+        ],
+        opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[release]),
+    )
+    return TrustedRelease(namespace, cert, secret, release, ca_bundle)
 
 
 def _revision(status: Any) -> int | None:
@@ -103,18 +181,22 @@ class HamiArgs:
 
 
 class Hami(pulumi.ComponentResource):
-    """A real Helm release (its webhook certificates come from Helm hook jobs), then two gates:
-    the tenant API server reaches HAMi's webhook (through Konnectivity), and HAMi's scheduler
-    has registered every fake card. `ready` lists both, for whatever creates GPU pods."""
+    """HAMi's namespace and webhook certificate, a real Helm release, the certificate's CA in its
+    webhook configuration, then two gates: the tenant API server reaches HAMi's webhook (through
+    Konnectivity, trusting that CA), and HAMi's scheduler has registered every fake card. `ready`
+    lists both, for whatever creates GPU pods."""
 
+    namespace: k8s.core.v1.Namespace
+    certificate: WebhookCertificate
     release: k8s.helm.v3.Release
+    ca_bundle: k8s.admissionregistration.v1.MutatingWebhookConfigurationPatch
     webhook: HamiWebhookProbe
     registration: HamiRegistration
 
     def __init__(self, name: str, args: HamiArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:Hami", name, None, opts)
-        self.release = helm_release(
-            f"{name}-release",
+        trusted = trusted_release(
+            name,
             HelmReleaseArgs(
                 HAMI,
                 HAMI_NAMESPACE,
@@ -125,12 +207,14 @@ class Hami(pulumi.ComponentResource):
             ),
             parent=self,
         )
+        self.namespace, self.certificate, self.release = trusted.namespace, trusted.certificate, trusted.release
+        self.ca_bundle = trusted.ca_bundle
         revision = self.release.status.apply(_revision)
         self.webhook = HamiWebhookProbe(
             f"{name}-webhook-probe",
             kubeconfig=args.kubeconfig,
             hami_revision=revision,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release, self.ca_bundle]),
         )
         self.registration = HamiRegistration(
             f"{name}-registration",

@@ -14,7 +14,6 @@ installed too, with the stack's values (rendered and created; no hooks run, noth
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import uuid
 from pathlib import Path
@@ -28,7 +27,7 @@ from components.config.model import POOL_DOCKER, HamiConfig
 from components.config.names import POOL_MODE_LABEL
 from components.platform.kamaji import kamaji_values
 from components.tenant.hami import hami_values
-from tests.support.charts import REGISTRY_SH, Helm, LabRegistry, Registry, write_chart
+from tests.support.charts import REGISTRY_SH, Helm, LabRegistry, Registry, real_hami_chart, write_chart
 from tests.support.cluster import free_port, routable_ip, self_signed, signed_by, start_cluster
 from tests.support.tools import require
 
@@ -36,7 +35,6 @@ pytestmark = pytest.mark.integration
 PROGRAM = Path(__file__).parent / "programs" / "chart_source"
 HAMI_VERSION = versions.HAMI_CHART_VERSION
 KAMAJI_VERSION = versions.KAMAJI_CHART_VERSION
-HAMI_SRC = "HAMI_SRC"
 
 
 def plain(value: object) -> object:
@@ -208,20 +206,9 @@ def test_an_https_registry_with_a_private_ca_needs_the_ca_trusted_by_pulumi(stac
 # -- the real HAMi chart ------------------------------------------------------------------------
 
 
-@pytest.fixture
-def real_hami_chart() -> Path:
-    src = os.environ.get(HAMI_SRC)
-    if not src:
-        pytest.skip(
-            f"set {HAMI_SRC} to a HAMi repository whose charts/hami is chart {HAMI_VERSION} with its dependencies "
-            "under charts/hami/charts, to install the real chart"
-        )
-    chart = Path(src) / "charts" / "hami"
-    try:
-        chart_sources.parse(str(chart), "hami", HAMI_VERSION, Path.cwd())
-    except chart_sources.ChartSourceError as exc:
-        pytest.fail(f"{HAMI_SRC}={src}: {exc}")
-    return chart
+@pytest.fixture(name="real_hami_chart")
+def real_hami_chart_fixture() -> Path:
+    return real_hami_chart()
 
 
 def assert_stack_values_rendered(cluster, namespace: str) -> None:

@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import base64
 import json
-import ssl
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
 from kubernetes import client
 
 from components.ops import webhook_probe as wp
-from tests.support.cluster import free_port, self_signed
+from tests.support.cluster import self_signed
+from tests.support.webhooks import StandInMutator, serve_tls
 
 pytestmark = pytest.mark.integration
 PROGRAM = Path(__file__).parent / "programs" / "webhook_probe"
@@ -30,51 +28,11 @@ def test_unreachable_webhook_is_reported_plainly(cluster):
     assert "Konnectivity" in text and "default scheduler, without HAMi" in text
 
 
-class _Mutator(BaseHTTPRequestHandler):
-    """Answers AdmissionReview v1beta1 (what HAMi's chart declares) with HAMi's mutation; while
-    `down`, with 503, as a webhook behind a broken tunnel (failurePolicy Ignore: pods unchanged)."""
-
-    down = False
-
-    def do_POST(self):  # noqa: N802 - http.server API
-        if _Mutator.down:
-            self.send_response(503)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        patch = [{"op": "replace", "path": "/spec/schedulerName", "value": "hami-scheduler"}]
-        body = {
-            "apiVersion": review["apiVersion"],
-            "kind": "AdmissionReview",
-            "response": {
-                "uid": review["request"]["uid"],
-                "allowed": True,
-                "patchType": "JSONPatch",
-                "patch": base64.b64encode(json.dumps(patch).encode()).decode(),
-            },
-        }
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def stand_in_webhook(cluster):
     w = cluster.workdir
     crt, key = self_signed(w, "webhook", "/CN=127.0.0.1", san="IP:127.0.0.1")
-    port = free_port()
-    server = HTTPServer(("127.0.0.1", port), _Mutator)
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(crt, key)
-    server.socket = ctx.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server, port = serve_tls(StandInMutator, crt, key)
     api = client.AdmissionregistrationV1Api(cluster.api_client())
     name = "stand-in-vgpu.hami.io"
     api.create_mutating_webhook_configuration(
@@ -133,19 +91,19 @@ def test_up_refresh_gets_past_a_down_webhook_and_repairs_once_it_is_back(pulumi_
     pulumi_cli("config", "set", "timeoutSeconds", str(UPDATE_TIMEOUT), cwd=work)
     try:
         pulumi_cli("up", "--yes", "--skip-preview", cwd=work)
-        _Mutator.down = True
+        StandInMutator.down = True
         broken = pulumi_cli("up", "--refresh", "--yes", "--skip-preview", cwd=work, check=False)
         assert broken.returncode != 0
         said = broken.stdout + broken.stderr
         assert f"did not mutate a GPU pod within {UPDATE_TIMEOUT:g} s" in said, said  # the update's probe
         assert "schedulerName 'default-scheduler'" in said
-        _Mutator.down = False
+        StandInMutator.down = False
         pulumi_cli("up", "--refresh", "--yes", "--skip-preview", cwd=work)
         outputs = json.loads(pulumi_cli("stack", "output", "--json", cwd=work).stdout)
         assert outputs["schedulerName"] == "hami-scheduler"
         pulumi_cli("preview", "--refresh", "--expect-no-changes", cwd=work)
     finally:
-        _Mutator.down = False
+        StandInMutator.down = False
         pulumi_cli("destroy", "--yes", cwd=work, check=False)
 
 
@@ -181,7 +139,7 @@ def test_a_rotated_credential_alone_probes_nothing_and_a_lapsed_one_passes_refre
     pulumi_cli("config", "set", "timeoutSeconds", str(UPDATE_TIMEOUT), cwd=work)
     try:
         pulumi_cli("up", "--yes", "--skip-preview", cwd=work)
-        _Mutator.down = True
+        StandInMutator.down = True
         pulumi_cli("config", "set", "--secret", "kubeconfig", new, cwd=work)
         up = pulumi_cli("up", "--yes", "--skip-preview", cwd=work)
         assert "1 updated" in up.stdout, up.stdout
@@ -196,7 +154,7 @@ def test_a_rotated_credential_alone_probes_nothing_and_a_lapsed_one_passes_refre
         pulumi_cli("preview", "--refresh", "--expect-no-changes", cwd=work)
         pulumi_cli("destroy", "--yes", "--skip-preview", cwd=work)
     finally:
-        _Mutator.down = False
+        StandInMutator.down = False
         pulumi_cli("destroy", "--yes", cwd=work, check=False)
         rbac = client.RbacAuthorizationV1Api(cluster.api_client())
         for name in ("rotate-old", "rotate-new"):

@@ -167,3 +167,29 @@ class LabRegistry:
 
     def stop(self) -> None:
         self._run("stop")
+
+
+# A HAMi repository whose charts/hami is the pinned chart with its dependencies (its published
+# package unpacked): developer-run tiers install HAMi's real chart from it.
+HAMI_SRC = "HAMI_SRC"
+
+
+def real_hami_chart() -> Path:
+    """HAMi's real chart directory from HAMI_SRC, or the test skipped naming what to set."""
+    import pytest
+
+    from components.config import chart_sources, versions
+
+    src = os.environ.get(HAMI_SRC)
+    version = versions.HAMI_CHART_VERSION
+    if not src:
+        pytest.skip(
+            f"set {HAMI_SRC} to a HAMi repository whose charts/hami is chart {version} with its dependencies "
+            "under charts/hami/charts, to install the real chart"
+        )
+    chart = Path(src) / "charts" / "hami"
+    try:
+        chart_sources.parse(str(chart), "hami", version, Path.cwd())
+    except chart_sources.ChartSourceError as exc:
+        pytest.fail(f"{HAMI_SRC}={src}: {exc}")
+    return chart

@@ -7,6 +7,7 @@ kubeconfig Secret and image ids are canned values, so the program's own data flo
 from __future__ import annotations
 
 import base64
+import functools
 import gc
 import json
 import runpy
@@ -19,6 +20,7 @@ from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
 
 from components.config.names import PROJECT
+from components.ops import webhook_certificate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,6 +115,11 @@ class Registration:
     replacement_trigger: Any = None
 
 
+@functools.cache
+def _issued(name: str, dns_names: tuple[str, ...], ips: tuple[str, ...]) -> webhook_certificate.Issued:
+    return webhook_certificate.issue(list(dns_names), list(ips))
+
+
 class ProgramMocks(pulumi.runtime.Mocks):
     # What a StackReference sees as the referenced stack's outputs (set by a test).
     stack_outputs: dict[str, Any] = {}
@@ -146,6 +153,17 @@ class ProgramMocks(pulumi.runtime.Mocks):
             state["token"] = JOIN_TOKEN
             state["expiration"] = "2027-12-03T02:00:00Z"
             state["revoked"] = False
+        elif args.typ == "pulumi-python:dynamic/gpu-tenancy:WebhookCertificate":
+            # One per resource name for the whole session: a second run of a program sees the
+            # certificate its state would hold (the engine keeps it; only a renewal replaces it).
+            issued = _issued(args.name, tuple(args.inputs["dns_names"]), tuple(args.inputs["ip_addresses"]))
+            state.update(
+                ca_crt=issued.ca_pem,
+                tls_crt=issued.cert_pem,
+                tls_key=issued.key_pem,
+                not_after=issued.not_after,
+                fingerprint=issued.fingerprint,
+            )
         elif args.typ == "pulumi-python:dynamic/gpu-tenancy:NodeDrain":
             state["moved"] = []  # a new worker hands nothing over
         elif args.typ == "kubernetes:core/v1:Secret" and args.resource_id:

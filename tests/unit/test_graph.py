@@ -1,10 +1,12 @@
 """The program's resource graph under mocks: every edge of the design's graph, the values sent
 to each chart and custom resource, secrets kept secret. Providers and engine are mocked."""
 
+import base64
 import copy
 
 import pytest
 import yaml
+from cryptography import x509
 
 from components.config import versions
 from components.ops.bound_token import self_renewal_rules
@@ -20,6 +22,7 @@ from tests.support.harness import (
     SA_TOKEN,
     TENANT_CA_HASH,
     TENANT_SUPER,
+    _issued,
     deps,
     load_config_file,
     provider_name,
@@ -231,6 +234,68 @@ def test_chart_values(rec):
     assert v["scheduler"]["kubeScheduler"]["extraNewArgs"] == ["--config=/config/config.yaml", "-v=1"]
     assert v["scheduler"]["defaultSchedulerPolicy"] == {"nodeSchedulerPolicy": "spread", "gpuSchedulerPolicy": "spread"}
     assert v["scheduler"]["service"]["type"] == "ClusterIP"
+
+
+def _pem_cert(pem: str) -> x509.Certificate:
+    return x509.load_pem_x509_certificate(pem.encode())
+
+
+@pytest.mark.parametrize("team", ["team-a", "team-b"])
+def test_hamis_webhook_certificate_is_the_stacks_own(rec, team):
+    """No certgen job (its image is a personal account's copy, not buildable here): the stack makes
+    the certificate, puts it in the Secret the chart mounts before the chart, and its CA in the
+    chart's webhook configuration after it, before the probe asks the webhook."""
+    cert = rec.named(f"{team}-hami-webhook-certificate")
+    assert cert.type == "pulumi-python:dynamic/gpu-tenancy:WebhookCertificate"
+    assert cert.inputs["dns_names"] == [
+        "hami-scheduler.hami-system.svc",
+        "hami-scheduler.hami-system.svc.cluster.local",
+    ]
+    assert cert.inputs["ip_addresses"] == ["127.0.0.1"]
+    issued = _issued(f"{team}-hami-webhook-certificate", tuple(cert.inputs["dns_names"]), ("127.0.0.1",))
+
+    secret = rec.named(f"{team}-hami-webhook-tls")
+    assert provider_name(secret) == f"{team}-cp-k8s"
+    assert secret.inputs["metadata"] == {"name": "hami-scheduler-tls", "namespace": "hami-system"}
+    assert secret.inputs["type"] == "kubernetes.io/tls"
+    # The key makes the whole map a secret (the engine never shows it, nor stores it in clear).
+    assert secret.inputs["stringData"] == {
+        "secret": {"tls.crt": issued.cert_pem, "tls.key": issued.key_pem, "ca.crt": issued.ca_pem}
+    }
+    assert f"{team}-hami-namespace" in deps(rec, f"{team}-hami-webhook-tls")
+    assert rec.named(f"{team}-hami-namespace").inputs["metadata"] == {"name": "hami-system"}
+
+    release = rec.named(f"{team}-hami-release")
+    assert {f"{team}-hami-webhook-tls"} <= deps(rec, f"{team}-hami-release")
+    annotations = release.inputs["values"]["scheduler"]["podAnnotations"]
+    assert annotations == {"gpu-tenancy/webhook-certificate": issued.fingerprint}  # a new one restarts it
+
+    ca = rec.named(f"{team}-hami-webhook-ca")
+    assert ca.type == "kubernetes:admissionregistration.k8s.io/v1:MutatingWebhookConfigurationPatch"
+    assert provider_name(ca) == f"{team}-cp-k8s"
+    assert ca.inputs["metadata"] == {"name": "hami-webhook"}
+    (webhook,) = ca.inputs["webhooks"]
+    assert webhook == {
+        "name": "vgpu.hami.io",
+        "clientConfig": {"caBundle": base64.b64encode(issued.ca_pem.encode()).decode()},
+    }
+    assert f"{team}-hami-release" in deps(rec, f"{team}-hami-webhook-ca")
+    assert f"{team}-hami-webhook-ca" in deps(rec, f"{team}-hami-webhook-probe")
+
+
+def test_each_tenant_trusts_only_its_own_webhook_ca(rec):
+    a, b = (
+        _issued(
+            f"{t}-hami-webhook-certificate",
+            tuple(rec.named(f"{t}-hami-webhook-certificate").inputs["dns_names"]),
+            ("127.0.0.1",),
+        )
+        for t in ("team-a", "team-b")
+    )
+    assert a.ca_pem != b.ca_pem
+    _pem_cert(a.cert_pem).verify_directly_issued_by(_pem_cert(a.ca_pem))
+    with pytest.raises(Exception):  # noqa: B017 - any refusal: another tenant's CA signed nothing of a's
+        _pem_cert(a.cert_pem).verify_directly_issued_by(_pem_cert(b.ca_pem))
 
 
 def test_tenants_share_nothing_that_could_collide(rec):

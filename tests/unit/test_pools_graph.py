@@ -200,7 +200,7 @@ def test_fake_cards_keep_the_mock_plugin_and_scheduler_on_docker_workers(kwok):
         v = kwok.named(f"{team}-hami-release").inputs["values"]
         assert v["devicePlugin"]["enabled"] is False and v["mockDevicePlugin"] == {"enabled": True}
         assert v["scheduler"]["nodeSelector"] == {"gpu-tenancy/pool-mode": "docker"}
-        assert v["scheduler"]["patch"]["nodeSelector"] == {"gpu-tenancy/pool-mode": "docker"}
+        assert v["scheduler"]["patch"] == {"enabled": False}  # no certgen job: the stack's certificate
 
 
 def test_docker_worker_labelled_with_its_pool(kwok):
@@ -259,7 +259,7 @@ def test_real_gpu_tenant_runs_nvidias_plugin(ext):
     a = ext.named("team-a-hami-release").inputs["values"]
     assert a["devicePlugin"]["enabled"] is True and a["mockDevicePlugin"] == {"enabled": False}
     assert a["scheduler"]["nodeSelector"] == {"gpu-tenancy/pool-mode": "docker"}
-    assert a["scheduler"]["patch"]["nodeSelector"] == {"gpu-tenancy/pool-mode": "docker"}
+    assert a["scheduler"]["patch"] == {"enabled": False}
     b = ext.named("team-b-hami-release").inputs["values"]
     assert b["devicePlugin"]["enabled"] is False and b["mockDevicePlugin"] == {"enabled": True}
     # no fake card to wait for: the real plugin registers the machines' cards when they join

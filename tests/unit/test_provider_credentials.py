@@ -97,6 +97,17 @@ def state(cls: type[base.Provider], kubeconfig: str) -> dict[str, Any]:
             "mock_label": sn.mock_label(),
         },
         "TenantVersionProvider": {"tenant": "team-a", "version": "v1.35.1", "key": "tenants[0].version"},
+        "WebhookCertificateProvider": {
+            "dns_names": ["hami-scheduler.hami-system.svc"],
+            "ip_addresses": ["127.0.0.1"],
+            "valid_days": 3650,
+            "renew_days": 365,
+            "ca_crt": "ca",
+            "tls_crt": "crt",
+            "tls_key": "key",
+            "not_after": FAR,
+            "fingerprint": "f",
+        },
     }
     props = dict(samples[cls.__name__])
     for key in cls.CONNECTION:
@@ -241,6 +252,7 @@ HOLDS_NOTHING = [
         "NodeSettledProvider",
         "ReleaseWaitProvider",
         "TenantVersionProvider",
+        "WebhookCertificateProvider",  # made in the engine; the Secret carrying it is a plain resource
     }
 ]
 HOLDS_SOMETHING = [c for c in ALL if c not in HOLDS_NOTHING]

@@ -1,0 +1,41 @@
+"""Tenant-level test program: components.tenant.hami.trusted_release, as the Hami component calls
+it, for chart `hami` at config `version` from the directory config `chart` (the test's own, or
+HAMi's real one), with the values of config `values` (JSON). Config `renderOnly: true` is for a
+real chart on an API server without nodes: Helm creates what it renders but runs no hooks and
+waits for nothing. Cluster: secret config `kubeconfig`."""
+
+import json
+from pathlib import Path
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config import chart_sources
+from components.config.names import HAMI_NAMESPACE
+from components.platform.helm import Chart, HelmReleaseArgs
+from components.tenant.hami import HAMI_RELEASE, trusted_release
+
+config = pulumi.Config()
+version = config.require("version")
+chart = Chart(HAMI_RELEASE, "hami", version, "https://charts.example.invalid")
+source = chart_sources.parse(config.require("chart"), "hami", version, Path.cwd())
+
+
+def render_only(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+    if args.type_ != "kubernetes:helm.sh/v3:Release":
+        return None
+    props = {**args.props, "disableWebhooks": True, "disableCRDHooks": True, "skipAwait": True}
+    return pulumi.ResourceTransformResult(props, args.opts)
+
+
+class Tenant(pulumi.ComponentResource):
+    def __init__(self, name: str, opts: pulumi.ResourceOptions):
+        super().__init__("test:index:Tenant", name, None, opts)
+
+
+provider = k8s.Provider("tenant", kubeconfig=config.require_secret("kubeconfig"))
+parent = Tenant("t", pulumi.ResourceOptions(transforms=[render_only] if config.get_bool("renderOnly") else None))
+values = json.loads(config.require("values"))
+trusted = trusted_release("hami", HelmReleaseArgs(chart, HAMI_NAMESPACE, values, provider, source=source), parent)
+pulumi.export("fingerprint", trusted.certificate.fingerprint)
+pulumi.export("caCrt", trusted.certificate.ca_crt)
