@@ -28,15 +28,16 @@ class WebhookCertificateProvider(Provider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         issued = issue(list(props["dns_names"]), list(props["ip_addresses"]), int(props["valid_days"]))
+        fingerprint = issued.fingerprint  # parsed from the PEM: once
         outs = {
             **props,
             "ca_crt": issued.ca_pem,
             "tls_crt": issued.cert_pem,
             "tls_key": issued.key_pem,
             "not_after": issued.not_after,
-            "fingerprint": issued.fingerprint,
+            "fingerprint": fingerprint,
         }
-        return CreateResult(id_=issued.fingerprint[:16], outs=outs)
+        return CreateResult(id_=fingerprint[:16], outs=outs)
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         found = super().diff(id_, olds, news)

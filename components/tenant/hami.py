@@ -97,7 +97,6 @@ class TrustedRelease:
 
     namespace: k8s.core.v1.Namespace
     certificate: WebhookCertificate
-    secret: k8s.core.v1.Secret
     release: k8s.helm.v3.Release
     ca_bundle: k8s.admissionregistration.v1.MutatingWebhookConfigurationPatch
 
@@ -155,7 +154,7 @@ def trusted_release(name: str, args: HelmReleaseArgs, parent: pulumi.Resource) -
         ],
         opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[release]),
     )
-    return TrustedRelease(namespace, cert, secret, release, ca_bundle)
+    return TrustedRelease(namespace, cert, release, ca_bundle)
 
 
 def _revision(status: Any) -> int | None:

@@ -13,6 +13,7 @@ import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
+import pulumi
 import yaml
 
 from components.ops.waiting import TimedOut, wait_until
@@ -193,3 +194,13 @@ def real_hami_chart() -> Path:
     except chart_sources.ChartSourceError as exc:
         pytest.fail(f"{HAMI_SRC}={src}: {exc}")
     return chart
+
+
+def render_only(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+    """A transform for test programs putting a real chart on an API server without nodes: Helm
+    creates what it renders, but runs no hooks (disableWebhooks on install, disableCRDHooks on
+    upgrade) and waits for nothing."""
+    if args.type_ != "kubernetes:helm.sh/v3:Release":
+        return None
+    props = {**args.props, "disableWebhooks": True, "disableCRDHooks": True, "skipAwait": True}
+    return pulumi.ResourceTransformResult(props, args.opts)

@@ -337,13 +337,19 @@ node_module() { # node_module VERSION: the wrapper module (relative to tools/go)
   echo "node/$version"
 }
 
+# build_kubeadm VERSION: kubeadm of VERSION, built into the cache beside the node's binaries
+# ($BIN keeps what it had).
+build_kubeadm() {
+  local module
+  module=$(node_module "$1")
+  NO_BIN_LINK=1 build_kube kubeadm "${1#v}" "$module"
+}
+
 # kubeadm_image VERSION NAME: the image kubeadm of VERSION uses for NAME (pause, etcd, coredns), as
 # its `config images list` says; kubeadm is built first where the cache lacks it.
 kubeadm_image() {
-  local version=$1 name=$2 module
-  module=$(node_module "$version")
-  # Built into the cache beside the node's binaries; $BIN keeps what it had.
-  NO_BIN_LINK=1 build_kube kubeadm "${version#v}" "$module"
+  local version=$1 name=$2
+  build_kubeadm "$version"
   "$CACHE/kube/$version/kubeadm" config images list --kubernetes-version "$version" 2>/dev/null |
     grep -E "/$name:" || { echo "error: kubeadm $version lists no $name image" >&2; exit 1; }
 }
@@ -749,7 +755,7 @@ case "$target" in
     # What reads kubeadm's own image lists (the tier that holds versions.KUBEADM_IMAGE_TAGS to them)
     # needs only the binary, not a node image per version.
     [ ${#versions[@]} -gt 0 ] || read -ra versions <<< "$(pinned_versions)"
-    for v in "${versions[@]}"; do module=$(node_module "$v"); NO_BIN_LINK=1 build_kube kubeadm "${v#v}" "$module"; done
+    for v in "${versions[@]}"; do build_kubeadm "$v"; done
     for v in "${versions[@]}"; do static "$CACHE/kube/$v/kubeadm"; done
     ;;
   control-plane)

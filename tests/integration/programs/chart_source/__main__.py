@@ -15,6 +15,7 @@ from components.config.model import HamiConfig
 from components.platform.helm import HelmReleaseArgs, helm_release
 from components.platform.kamaji import CERT_MANAGER, KAMAJI, cert_manager_values, kamaji_values
 from components.tenant.hami import HAMI, hami_values
+from tests.support.charts import render_only
 
 config = pulumi.Config()
 CHARTS = {
@@ -24,14 +25,6 @@ CHARTS = {
 }
 chart, values = CHARTS[config.require("chart")]
 source = chart_sources.parse(config.require("source"), chart.chart, chart.version, Path.cwd())
-
-
-def render_only(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
-    if args.type_ != "kubernetes:helm.sh/v3:Release":
-        return None
-    # Helm's hooks are off on install (disableWebhooks) and on upgrade (disableCRDHooks).
-    props = {**args.props, "disableWebhooks": True, "disableCRDHooks": True, "skipAwait": True}
-    return pulumi.ResourceTransformResult(props, args.opts)
 
 
 class Charts(pulumi.ComponentResource):

@@ -14,18 +14,12 @@ from components.config import chart_sources
 from components.config.names import HAMI_NAMESPACE
 from components.platform.helm import Chart, HelmReleaseArgs
 from components.tenant.hami import HAMI_RELEASE, trusted_release
+from tests.support.charts import render_only
 
 config = pulumi.Config()
 version = config.require("version")
 chart = Chart(HAMI_RELEASE, "hami", version, "https://charts.example.invalid")
 source = chart_sources.parse(config.require("chart"), "hami", version, Path.cwd())
-
-
-def render_only(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
-    if args.type_ != "kubernetes:helm.sh/v3:Release":
-        return None
-    props = {**args.props, "disableWebhooks": True, "disableCRDHooks": True, "skipAwait": True}
-    return pulumi.ResourceTransformResult(props, args.opts)
 
 
 class Tenant(pulumi.ComponentResource):
