@@ -80,7 +80,11 @@ else:
 release_controller_image = (
     ReleaseControllerImage(
         "releaser",
-        ReleaseControllerImageArgs(base_image=cfg.images.releaser_base, python_index=cfg.images.python_index),
+        ReleaseControllerImageArgs(
+            base_image=cfg.images.releaser_base,
+            python_index=cfg.images.python_index,
+            python_index_ca=cfg.images.python_index_ca_cert,
+        ),
     )
     if cfg.tenants
     else None

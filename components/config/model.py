@@ -510,6 +510,13 @@ class ImagesConfig(Section):
         description="a PyPI mirror's simple index the release controller's image installs its packages from "
         "(default: pip's)",
     )
+    python_index_ca_cert: PemCertificates | None = Field(
+        None,
+        alias="pythonIndexCaCert",
+        description="the PEM CA(s) pip trusts, instead of the base image's bundle, when it installs the release "
+        "controller's packages over HTTPS: a PyPI mirror's private CA, or the CA of a TLS-inspecting proxy "
+        "between the host and PyPI (default: the base image's bundle)",
+    )
     nodes: Annotated[
         dict[
             choice(

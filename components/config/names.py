@@ -20,6 +20,8 @@ MOCK_GPU_NODE_LABEL = ("node-restriction.kubernetes.io/gpu-tenancy-mock-gpu", "t
 MACHINE_ID_ANNOTATION = "gpu-tenancy/machine-id"
 # On a webhook server's pods: its serving certificate's SHA-256 (a new certificate rolls them).
 WEBHOOK_CERTIFICATE_ANNOTATION = "gpu-tenancy/webhook-certificate"
+# On HAMi's scheduler pods: a digest of the files the stack gives it beside that certificate.
+DEVICE_CONFIG_ANNOTATION = "gpu-tenancy/scheduler-files"
 
 
 def release_controller_container(lab: str, tenant: str) -> str:

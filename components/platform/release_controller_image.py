@@ -27,6 +27,18 @@ class ReleaseControllerImageArgs:
     base_image: str = versions.RELEASER_BASE_IMAGE
     # A PyPI mirror's simple index (config `images.pythonIndex`); None: pip's own.
     python_index: str | None = None
+    # The PEM CA(s) pip trusts instead of the base image's bundle (config `images.pythonIndexCaCert`):
+    # a mirror's private CA or a TLS-inspecting proxy's. A build argument: a CA is public.
+    python_index_ca: str | None = None
+
+
+def build_args(args: ReleaseControllerImageArgs) -> dict[str, str]:
+    """The Dockerfile's build arguments; one left out is unset there (pip's own index and CAs)."""
+    return (
+        {"BASE_IMAGE": args.base_image}
+        | ({"PIP_INDEX_URL": args.python_index} if args.python_index else {})
+        | ({"PIP_CA_PEM": args.python_index_ca} if args.python_index_ca else {})
+    )
 
 
 class ReleaseControllerImage(pulumi.ComponentResource):
@@ -44,8 +56,7 @@ class ReleaseControllerImage(pulumi.ComponentResource):
             build=docker.DockerBuildArgs(
                 context=".",
                 dockerfile=DOCKERFILE,
-                args={"BASE_IMAGE": args.base_image}
-                | ({"PIP_INDEX_URL": args.python_index} if args.python_index else {}),
+                args=build_args(args),
             ),
             skip_push=True,
             opts=pulumi.ResourceOptions(parent=self),

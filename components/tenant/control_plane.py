@@ -23,6 +23,7 @@ from components.config.names import (
     tenant_provider,
 )
 from components.config.versions import KONNECTIVITY_VERSION, coredns_addon
+from components.providers.control_plane_settled import ControlPlaneSettled
 from components.providers.tenant_version import TenantVersion
 from components.tenant.automation_identity import AutomationIdentity
 
@@ -209,7 +210,18 @@ class ControlPlane(pulumi.ComponentResource):
         self.kubeconfig = pulumi.Output.secret(secret.data.apply(lambda d: _decode(d, USER_KUBECONFIG_KEY)))
         self_endpoint = f"https://{args.address}:{t.api_port}"
         self.endpoint = pulumi.Output.from_input(self_endpoint)
-        super_admin = pulumi.Output.secret(secret.data.apply(lambda d: _decode(d, BOOTSTRAP_KUBECONFIG_KEY)))
+        read_super_admin = pulumi.Output.secret(secret.data.apply(lambda d: _decode(d, BOOTSTRAP_KUBECONFIG_KEY)))
+        # Kamaji goes on rolling the control plane after it reports Ready: its first client waits.
+        self.settled = ControlPlaneSettled(
+            f"{name}-settled",
+            tenant=t.name,
+            control_plane=self.control_plane.id,
+            version=t.kubernetes_version,
+            kubeconfig=read_super_admin,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        # Known only once the gate is done, so everything on the tenant comes after it.
+        super_admin = pulumi.Output.secret(pulumi.Output.all(self.settled.id, read_super_admin).apply(lambda a: a[1]))
         self.automation = AutomationIdentity(
             f"{name}-automation",
             super_admin=super_admin,

@@ -4,16 +4,25 @@ its webhook's certificate made by the stack."""
 from __future__ import annotations
 
 import base64
+import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+import yaml
 
 from components.config import versions
 from components.config.chart_sources import ChartSource
 from components.config.model import CHARTS, POOL_DOCKER, HamiConfig
-from components.config.names import HAMI_NAMESPACE, POOL_MODE_LABEL, WEBHOOK_CERTIFICATE_ANNOTATION
+from components.config.names import (
+    DEVICE_CONFIG_ANNOTATION,
+    HAMI_NAMESPACE,
+    POOL_MODE_LABEL,
+    WEBHOOK_CERTIFICATE_ANNOTATION,
+)
+from components.gpu import hami_annotations as ha
 from components.ops import webhook_certificate as wc
 from components.platform.helm import Chart, HelmReleaseArgs, helm_release
 from components.providers.hami_registration import HamiRegistration
@@ -29,6 +38,51 @@ HAMI_SCHEDULER_SERVICE = f"{HAMI_RELEASE}-scheduler"
 HAMI_TLS_SECRET = f"{HAMI_RELEASE}-scheduler-tls"
 HAMI_WEBHOOK_CONFIGURATION = f"{HAMI_RELEASE}-webhook"
 HAMI_WEBHOOK = "vgpu.hami.io"
+# Where the scheduler extender reads the stack's device config: a file in the Secret the chart
+# mounts at /tls (scheduler_device_config says why it is not the chart's).
+TLS_MOUNT = "/tls"
+DEVICE_CONFIG_FILE = "device-config.yaml"
+
+
+def scheduler_device_config() -> str:
+    """The device config HAMi's scheduler extender reads, the NVIDIA section alone, as chart
+    2.8.3 renders it with the values hami_values leaves at the chart's defaults.
+
+    The chart's own config is read by its device plugins too, and it is theirs: its `vnpus` is
+    the list that the mock device plugin 1.0.1 and HAMi 2.8.3 parse, while the extender at
+    HAMI_EXTENDER_IMAGE_TAG (v2.10.0) reads `vnpus` as a map and exits at start on the chart's
+    ("cannot unmarshal !!seq into ascend.VNPUs"). The extender is pointed at this one instead
+    (a later --device-config-file wins). MIG geometries are left out: the stack runs no MIG mode.
+    """
+    nvidia = {
+        "resourceCountName": ha.RES_GPU,
+        "resourceMemoryName": ha.RES_GPUMEM,
+        "resourceMemoryPercentageName": ha.RES_GPUMEM_PERCENTAGE,
+        "resourceCoreName": ha.RES_GPUCORES,
+        "resourcePriorityName": ha.RES_PRIORITY,
+        "overwriteEnv": False,
+        "defaultMemory": 0,
+        "defaultCores": 0,
+        "defaultGPUNum": 1,
+        "preConfiguredDeviceMemory": 0,
+        "memoryFactor": 1,
+        "deviceSplitCount": 10,
+        "deviceMemoryScaling": 1,
+        "deviceCoreScaling": 1,
+        "gpuCorePolicy": "default",
+        "libCudaLogLevel": 1,
+        "runtimeClassName": "",
+    }
+    return yaml.safe_dump({"nvidia": nvidia}, sort_keys=False)
+
+
+def scheduler_files() -> dict[str, str]:
+    """What the stack puts beside the webhook certificate for the scheduler extender to read."""
+    return {DEVICE_CONFIG_FILE: scheduler_device_config()}
+
+
+def _digest(files: Mapping[str, str]) -> str:
+    return hashlib.sha256(yaml.safe_dump(dict(files), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def extender_args(hami: HamiConfig) -> list[str]:
@@ -61,7 +115,8 @@ def hami_values(kubernetes_version: str, hami: HamiConfig, real_gpus: bool = Fal
       stack's log level;
     - the extender at HAMI_EXTENDER_IMAGE_TAG (see versions), the chart's other images at the
       chart's own tag (`global.imageTag` would set all three), with the stack's client rate, log
-      level, node policy and lock expiry (extender_args);
+      level, node policy and lock expiry (extender_args), reading the stack's device config
+      (scheduler_device_config), which trusted_release puts beside the certificate;
     - ClusterIP service: the chart's fixed NodePorts would collide between installs.
     """
     on_docker_workers = {POOL_MODE_LABEL: POOL_DOCKER}
@@ -85,7 +140,10 @@ def hami_values(kubernetes_version: str, hami: HamiConfig, real_gpus: bool = Fal
                 },
                 "extraNewArgs": ["--config=/config/config.yaml", f"-v={hami.log_level}"],
             },
-            "extender": {"image": {"tag": versions.HAMI_EXTENDER_IMAGE_TAG}, "extraArgs": extender_args(hami)},
+            "extender": {
+                "image": {"tag": versions.HAMI_EXTENDER_IMAGE_TAG},
+                "extraArgs": [*extender_args(hami), f"--device-config-file={TLS_MOUNT}/{DEVICE_CONFIG_FILE}"],
+            },
             "service": {"type": "ClusterIP"},
         },
     }
@@ -101,13 +159,15 @@ class TrustedRelease:
     ca_bundle: k8s.admissionregistration.v1.MutatingWebhookConfigurationPatch
 
 
-def trusted_release(name: str, args: HelmReleaseArgs, parent: pulumi.Resource) -> TrustedRelease:
+def trusted_release(
+    name: str, args: HelmReleaseArgs, parent: pulumi.Resource, files: Mapping[str, str] | None = None
+) -> TrustedRelease:
     """The chart `args` names with its webhook's certificate made here, in this order:
     - the namespace, owned by the stack (Helm's create-namespace would leave it behind on destroy);
     - the certificate (a CA of this tenant's own) and the Secret the scheduler mounts at /tls,
-      before the chart, so its pod starts with it;
-    - the release, its scheduler's pods annotated with the certificate's fingerprint (it reads
-      /tls at start only: a new certificate restarts it);
+      with `files` beside it, before the chart, so its pod starts with them;
+    - the release, its scheduler's pods annotated with the certificate's fingerprint and the
+      files' digest (it reads /tls at start only: a new certificate or file restarts it);
     - the CA in the chart's webhook configuration: a server-side apply of that one field, so the
       chart keeps the rest, and Helm's upgrades keep it (their manifests never name it).
     Until the last step the API server cannot verify the webhook and (failurePolicy Ignore)
@@ -130,13 +190,14 @@ def trusted_release(name: str, args: HelmReleaseArgs, parent: pulumi.Resource) -
         f"{name}-webhook-tls",
         metadata={"name": HAMI_TLS_SECRET, "namespace": args.namespace},
         type="kubernetes.io/tls",
-        string_data={"tls.crt": cert.tls_crt, "tls.key": cert.tls_key, "ca.crt": cert.ca_crt},
+        string_data={**(files or {}), "tls.crt": cert.tls_crt, "tls.key": cert.tls_key, "ca.crt": cert.ca_crt},
         opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[namespace]),
     )
     scheduler = {**args.values.get("scheduler", {})}
     scheduler["podAnnotations"] = {
         **scheduler.get("podAnnotations", {}),
         WEBHOOK_CERTIFICATE_ANNOTATION: cert.fingerprint,
+        **({DEVICE_CONFIG_ANNOTATION: _digest(files)} if files else {}),
     }
     release = helm_release(
         f"{name}-release",
@@ -205,6 +266,7 @@ class Hami(pulumi.ComponentResource):
                 source=args.hami_chart,
             ),
             parent=self,
+            files=scheduler_files(),
         )
         self.namespace, self.certificate, self.release = trusted.namespace, trusted.certificate, trusted.release
         self.ca_bundle = trusted.ca_bundle

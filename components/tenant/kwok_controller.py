@@ -88,6 +88,7 @@ class KwokController(pulumi.ComponentResource):
             image=args.keeper_image,
             entrypoints=["python", "-m", "components.ops.bound_token"],
             command=["--kubeconfig", KUBECONFIG_PATH, "--token-file", TOKEN_FILE],
+            user=RUN_AS,  # a bare uid: the owned upload below (release_controller.RUN_AS says why)
             restart="unless-stopped",
             networks_advanced=[docker.ContainerNetworksAdvancedArgs(name=args.network)],
             uploads=[

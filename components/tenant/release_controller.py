@@ -34,7 +34,10 @@ SERVICE_ACCOUNT = "gpu-tenancy-releaser"
 KUBECONFIG_PATH = "/run/secrets/gpu-tenancy/kubeconfig"
 # The image's --token-file lives here (Dockerfile).
 TOKEN_DIR = "/var/lib/gpu-tenancy"
-# The image runs as nobody (Dockerfile USER); the kubeconfig is readable by it alone.
+# The image runs as nobody (Dockerfile USER); the kubeconfig is readable by it alone. The container
+# names that user again, as a bare uid: an upload with an owner makes Docker resolve the container's
+# user with the *host's* passwd database (getent), where "65534:65534" (the image's form) is no entry
+# and the upload fails; a bare uid resolves on any host that has it (nobody, 65534, nearly everywhere).
 RUN_AS = "65534"
 # Prints the controller's /metrics from inside its container (the stack's `metrics` output).
 SCRAPE = "python -m components.ops.release.scrape"
@@ -104,6 +107,7 @@ class ReleaseController(pulumi.ComponentResource):
             name=container_name,
             image=args.image,
             restart="unless-stopped",
+            user=RUN_AS,
             networks_advanced=[docker.ContainerNetworksAdvancedArgs(name=args.network)],
             uploads=[
                 docker.ContainerUploadArgs(

@@ -31,7 +31,7 @@ from components.config.names import HAMI_NAMESPACE, MOCK_GPU_NODE_LABEL
 from components.gpu import hami_annotations as ha
 from components.gpu.inventory import gpu_capacity, node_devices
 from components.ops import hami_registration
-from components.tenant.hami import extender_args
+from components.tenant.hami import extender_args, scheduler_device_config
 from tests.support.cluster import TestCluster, add_node, free_port, routable_ip, self_signed, stop_processes
 from tests.support.tools import executable_from_env
 
@@ -41,27 +41,6 @@ SKIP_REASON = (
     "CI cannot obtain HAMi (its Go module is not served to these machines)"
 )
 # The nvidia section of the chart's device config (hami-scheduler-device, chart 2.8.3).
-DEVICE_CONFIG = {
-    "nvidia": {
-        "resourceCountName": ha.RES_GPU,
-        "resourceMemoryName": ha.RES_GPUMEM,
-        "resourceMemoryPercentageName": ha.RES_GPUMEM_PERCENTAGE,
-        "resourceCoreName": ha.RES_GPUCORES,
-        "resourcePriorityName": "nvidia.com/priority",
-        "overwriteEnv": False,
-        "defaultMemory": 0,
-        "defaultCores": 0,
-        "defaultGPUNum": 1,
-        "preConfiguredDeviceMemory": 0,
-        "memoryFactor": 1,
-        "deviceSplitCount": 10,
-        "deviceMemoryScaling": 1,
-        "deviceCoreScaling": 1,
-        "gpuCorePolicy": "default",
-        "libCudaLogLevel": 1,
-        "runtimeClassName": "",
-    }
-}
 MANAGED = (ha.RES_GPU, ha.RES_GPUMEM, ha.RES_GPUCORES, ha.RES_GPUMEM_PERCENTAGE, "nvidia.com/priority")
 
 
@@ -111,7 +90,7 @@ class RealHami:
         w = self.cluster.workdir / f"hami-{uuid.uuid4().hex[:6]}"
         w.mkdir()
         crt, key = self_signed(w, "hami", "/CN=127.0.0.1", san="IP:127.0.0.1")
-        (w / "device-config.yaml").write_text(yaml.safe_dump(DEVICE_CONFIG))
+        (w / "device-config.yaml").write_text(scheduler_device_config())
         self.port, self.metrics_port = free_port(), free_port()
         ip = routable_ip()
         env = {**self.cluster.env, "KUBECONFIG": str(self.cluster.kubeconfig_path)}

@@ -3,16 +3,19 @@ to each chart and custom resource, secrets kept secret. Providers and engine are
 
 import base64
 import copy
+import hashlib
 
 import pytest
 import yaml
 from cryptography import x509
 
 from components.config import versions
+from components.gpu import hami_annotations as ha
 from components.ops.bound_token import self_renewal_rules
 from components.ops.kube import endpoint_kubeconfig
 from components.ops.management_node import INIT, INIT_CONFIG_PATH, init_configuration
 from components.ops.release.policy import RBAC_RULES
+from components.tenant.hami import scheduler_device_config
 from tests.support.harness import (
     AUTOMATION_TOKEN,
     JOIN_TOKEN,
@@ -230,6 +233,8 @@ def test_chart_values(rec):
         "--kube-burst=400",
         "-v=1",
         "--node-lock-timeout=5m",
+        # last: the chart's own --device-config-file comes before extraArgs, and the last one wins
+        "--device-config-file=/tls/device-config.yaml",
     ]
     assert v["scheduler"]["kubeScheduler"]["extraNewArgs"] == ["--config=/config/config.yaml", "-v=1"]
     assert v["scheduler"]["defaultSchedulerPolicy"] == {"nodeSchedulerPolicy": "spread", "gpuSchedulerPolicy": "spread"}
@@ -260,7 +265,12 @@ def test_hamis_webhook_certificate_is_the_stacks_own(rec, team):
     assert secret.inputs["type"] == "kubernetes.io/tls"
     # The key makes the whole map a secret (the engine never shows it, nor stores it in clear).
     assert secret.inputs["stringData"] == {
-        "secret": {"tls.crt": issued.cert_pem, "tls.key": issued.key_pem, "ca.crt": issued.ca_pem}
+        "secret": {
+            "tls.crt": issued.cert_pem,
+            "tls.key": issued.key_pem,
+            "ca.crt": issued.ca_pem,
+            "device-config.yaml": scheduler_device_config(),  # the extender's, beside it at /tls
+        }
     }
     assert f"{team}-hami-namespace" in deps(rec, f"{team}-hami-webhook-tls")
     assert rec.named(f"{team}-hami-namespace").inputs["metadata"] == {"name": "hami-system"}
@@ -268,7 +278,13 @@ def test_hamis_webhook_certificate_is_the_stacks_own(rec, team):
     release = rec.named(f"{team}-hami-release")
     assert {f"{team}-hami-webhook-tls"} <= deps(rec, f"{team}-hami-release")
     annotations = release.inputs["values"]["scheduler"]["podAnnotations"]
-    assert annotations == {"gpu-tenancy/webhook-certificate": issued.fingerprint}  # a new one restarts it
+    # a new certificate or device config restarts it
+    assert annotations == {
+        "gpu-tenancy/webhook-certificate": issued.fingerprint,
+        "gpu-tenancy/scheduler-files": hashlib.sha256(
+            yaml.safe_dump({"device-config.yaml": scheduler_device_config()}, sort_keys=True).encode()
+        ).hexdigest()[:16],
+    }
 
     ca = rec.named(f"{team}-hami-webhook-ca")
     assert ca.type == "kubernetes:admissionregistration.k8s.io/v1:MutatingWebhookConfigurationPatch"
@@ -281,6 +297,22 @@ def test_hamis_webhook_certificate_is_the_stacks_own(rec, team):
     }
     assert f"{team}-hami-release" in deps(rec, f"{team}-hami-webhook-ca")
     assert f"{team}-hami-webhook-ca" in deps(rec, f"{team}-hami-webhook-probe")
+
+
+def test_the_extenders_device_config_is_one_both_hami_versions_parse():
+    """HAMi's extender (v2.10.0) reads `vnpus` as a map and the chart's device plugins (2.8.3, mock
+    1.0.1) as a list: the extender's own config names no section but NVIDIA's, with the resource
+    names the stack's workloads and inventory use."""
+    config = yaml.safe_load(scheduler_device_config())
+    assert list(config) == ["nvidia"]
+    nvidia = config["nvidia"]
+    assert (nvidia["resourceCountName"], nvidia["resourceMemoryName"], nvidia["resourceCoreName"]) == (
+        ha.RES_GPU,
+        ha.RES_GPUMEM,
+        ha.RES_GPUCORES,
+    )
+    assert nvidia["resourceMemoryPercentageName"] == ha.RES_GPUMEM_PERCENTAGE
+    assert nvidia["memoryFactor"] == 1 and nvidia["deviceSplitCount"] == 10
 
 
 def test_each_tenant_trusts_only_its_own_webhook_ca(rec):

@@ -354,3 +354,19 @@ def test_lab_kwok_image_is_the_version_the_tests_build():
     )
     assert built["KWOK_VERSION"] == versions.KWOK_VERSION
     assert versions.KWOK_IMAGE.endswith(f":v{built['KWOK_VERSION']}")
+
+
+@pytest.mark.parametrize("stack", ["kwok", "ext"])
+def test_a_container_with_an_owned_upload_names_its_user_as_a_bare_uid(stack, request):
+    """An upload with an owner makes Docker resolve the container's user in the host's passwd
+    database (getent): `uid:gid` is no entry there and the upload fails at create, so each such
+    container names its user as the bare uid the upload is owned by."""
+    owned = [
+        (c.name, c.inputs.get("user"), u["owner"])
+        for c in request.getfixturevalue(stack).of_type("docker:index/container:Container")
+        for u in c.inputs.get("uploads", [])
+        if u.get("owner") or u.get("group")
+    ]
+    assert owned, "no container with an owned upload: the check would prove nothing"
+    for name, user, owner in owned:
+        assert user == owner and user.isdigit(), f"{name}: user {user!r}, upload owned by {owner!r}"

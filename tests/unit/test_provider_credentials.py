@@ -59,6 +59,14 @@ def state(cls: type[base.Provider], kubeconfig: str) -> dict[str, Any]:
             "token": "t",
             "expires": FAR,
         },
+        "ControlPlaneSettledProvider": {
+            "tenant": "team-a",
+            "control_plane": "tenant-team-a/team-a",
+            "version": "v1.35.1",
+            "settle_seconds": 1,
+            "timeout_seconds": 1,
+            "waited_seconds": 1.0,
+        },
         "HamiRegistrationProvider": {
             "expected": {"n-0": ["GPU-0"]},
             "hami_revision": 1,
@@ -246,6 +254,7 @@ HOLDS_NOTHING = [
     if c.__name__
     in {
         "BoundTokenProvider",  # revoked with its ServiceAccount, which the stack deletes
+        "ControlPlaneSettledProvider",  # only reads the tenant
         "HamiRegistrationProvider",
         "HamiWebhookProbeProvider",  # its probe pod is a dry run: never stored
         "NodeDrainProvider",
