@@ -64,7 +64,7 @@ def _tenant(t: TenantConfig, cfg: StackConfig) -> list[Need]:
     needs += [
         Need(server, MANAGEMENT, f"{who}'s Konnectivity server"),
         Need(agent, WORKERS, f"{who}'s Konnectivity agent"),
-        Need(f"registry.k8s.io/kube-proxy:{v}", WORKERS, f"{who}'s kube-proxy (Kamaji's addon)"),
+        Need(f"{versions.KUBE_PROXY_REPOSITORY}:{v}", WORKERS, f"{who}'s kube-proxy"),
         Need(versions.TENANT_COREDNS_IMAGE, WORKERS, f"{who}'s CoreDNS (Kamaji's addon)"),
     ]
     if t.pools_of(POOL_DOCKER):

@@ -57,7 +57,8 @@ HAMI_CHART_VERSION = "2.8.3"
 # several GPU pods start on one node) charges the pod again: a namespace whose ResourceQuota
 # equals its use (every workload namespace here) starves with ResourceQuotaNotFit until HAMi
 # restarts. 2.10.0 removes the usage with the record. Its scheduler takes chart 2.8.3's flags,
-# device config, RBAC (the same rules) and webhook as they are: the real-HAMi tier runs it so.
+# RBAC (the same rules) and webhook as they are, but not its device config (`vnpus` became a
+# map): it reads the stack's own (components.tenant.hami.scheduler_device_config).
 HAMI_CHART_IMAGE_TAG = "v2.8.3"
 HAMI_EXTENDER_IMAGE_TAG = "v2.10.0"
 HAMI_IMAGE = "docker.io/projecthami/hami"
@@ -66,6 +67,8 @@ HAMI_IMAGE = "docker.io/projecthami/hami"
 HAMI_MOCK_PLUGIN_IMAGE = "docker.io/projecthami/mock-device-plugin:1.0.1"
 
 KUBE_SCHEDULER_REGISTRY = "registry.k8s.io"
+# Each tenant's kube-proxy (components/tenant/kube_proxy.py), at the tenant's version.
+KUBE_PROXY_REPOSITORY = "registry.k8s.io/kube-proxy"
 KUBE_SCHEDULER_REPOSITORY = "kube-scheduler"
 
 # Tenant Kubernetes versions with a worker image of the same release: the minors a tenant can be

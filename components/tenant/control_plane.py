@@ -132,7 +132,7 @@ def control_plane_spec(
         "addons": {
             # Pinned: the image the platform mirrors and builds, whichever kubeadm Kamaji embeds.
             "coreDNS": coredns_addon(),
-            "kubeProxy": {},
+            # No kubeProxy: Kamaji's takes no configuration (components/tenant/kube_proxy.py).
             # Pinned: Kamaji's own pick, v0.<tenant minor>.0, is not published for every minor
             # (v0.35.0 is not); the platform mirrors or builds this one (versions.KONNECTIVITY_IMAGES).
             "konnectivity": {

@@ -31,6 +31,7 @@ from components.tenant.gpu_inventory import MockGpuInventory, MockGpuInventoryAr
 from components.tenant.gpu_quota import GpuQuota, GpuQuotaArgs
 from components.tenant.gpu_workload import GpuWorkload, GpuWorkloadArgs
 from components.tenant.hami import Hami, HamiArgs
+from components.tenant.kube_proxy import TenantKubeProxy, TenantKubeProxyArgs
 from components.tenant.kwok_controller import KwokController, KwokControllerArgs
 from components.tenant.network import TenantNetwork, TenantNetworkArgs
 from components.tenant.release_controller import ReleaseController, ReleaseControllerArgs
@@ -71,7 +72,8 @@ class GpuTenantArgs:
 class GpuTenant(pulumi.ComponentResource):
     """Wires the per-tenant components in the order the design's graph gives.
 
-    ControlPlane (waited until it runs the tenant's version) -> NodeBootstrap -> docker workers
+    ControlPlane (waited until it runs the tenant's version) -> NodeBootstrap, TenantKubeProxy ->
+    docker workers
     one at a time (each: NodeDrain, container, join, its fake cards, NodeSettled; so an upgrade
     replaces them one by one, each settled before the next is drained), SimulatedNodes + one
     KwokController (kwok), ExternalPool (a join for the team's machines) -> TenantNetwork (needs
@@ -102,6 +104,17 @@ class GpuTenant(pulumi.ComponentResource):
         admin = self.control_plane.automation_kubeconfig
         endpoint = f"{args.address}:{t.api_port}"
         self.bootstrap = NodeBootstrap(f"{name}-bootstrap", NodeBootstrapArgs(provider=provider), opts=child)
+        # Before any node: Services route from a node's first pod on (HAMi's reach the API server).
+        self.kube_proxy = TenantKubeProxy(
+            f"{name}-kube-proxy",
+            TenantKubeProxyArgs(
+                kubernetes_version=t.kubernetes_version,
+                pod_cidr=t.pod_cidr,
+                server=f"https://{endpoint}",
+                provider=provider,
+            ),
+            opts=child,
+        )
         ca_hash = admin.apply(kubeconfig_ca_hash)
         # Each node with fake cards, and its pool's cards (a mixed fleet: several models).
         fake_nodes = dict(t.gpu_nodes(args.lab_name))
@@ -233,6 +246,7 @@ class GpuTenant(pulumi.ComponentResource):
                 # After the last worker settled: in an upgrade, HAMi's kube-scheduler follows the workers.
                 depends_on=[
                     *self.settled,
+                    self.kube_proxy,
                     *([self.network] if self.network else []),
                     self.inventory,
                     *self.simulated,

@@ -44,6 +44,15 @@ TLS_MOUNT = "/tls"
 DEVICE_CONFIG_FILE = "device-config.yaml"
 
 
+# HAMi's scheduler pods may not share a node (the chart's required anti-affinity, with leader
+# election on), and its Deployment rolls with Kubernetes' defaults (maxUnavailable 25% of one
+# replica: 0): on a tenant with one node a new pod waits for the old one's node forever, so every
+# change of its values (a certificate, a version) stalls the release. The old pod goes first
+# instead: HAMi schedules nothing for the seconds a restart takes; the gates after the release
+# (its webhook, its registered cards) wait for the new one.
+SCHEDULER_ROLLOUT = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}
+
+
 def scheduler_device_config() -> str:
     """The device config HAMi's scheduler extender reads, the NVIDIA section alone, as chart
     2.8.3 renders it with the values hami_values leaves at the chart's defaults.
@@ -250,6 +259,7 @@ class Hami(pulumi.ComponentResource):
     certificate: WebhookCertificate
     release: k8s.helm.v3.Release
     ca_bundle: k8s.admissionregistration.v1.MutatingWebhookConfigurationPatch
+    rollout: k8s.apps.v1.DeploymentPatch
     webhook: HamiWebhookProbe
     registration: HamiRegistration
 
@@ -270,12 +280,24 @@ class Hami(pulumi.ComponentResource):
         )
         self.namespace, self.certificate, self.release = trusted.namespace, trusted.certificate, trusted.release
         self.ca_bundle = trusted.ca_bundle
+        self.rollout = k8s.apps.v1.DeploymentPatch(
+            f"{name}-scheduler-rollout",
+            # Helm made the Deployment, so its field manager holds the defaulted strategy: taken
+            # over (Helm's upgrades never name the field, and leave it as it is).
+            metadata={
+                "name": HAMI_SCHEDULER_SERVICE,
+                "namespace": HAMI_NAMESPACE,
+                "annotations": {"pulumi.com/patchForce": "true"},
+            },
+            spec={"strategy": SCHEDULER_ROLLOUT},
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.release]),
+        )
         revision = self.release.status.apply(_revision)
         self.webhook = HamiWebhookProbe(
             f"{name}-webhook-probe",
             kubeconfig=args.kubeconfig,
             hami_revision=revision,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release, self.ca_bundle]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release, self.ca_bundle, self.rollout]),
         )
         self.registration = HamiRegistration(
             f"{name}-registration",

@@ -65,3 +65,13 @@ def team_b(outputs: dict[str, Any]) -> Any:
 @pytest.fixture(scope="session")
 def pulumi_dev(outputs: dict[str, Any]):
     return _pulumi
+
+
+@pytest.fixture(scope="session")
+def workload_image(outputs: dict[str, Any]) -> str:
+    """The image the dev stack's own first workload runs: one the lab's nodes can pull (a closed
+    network's mirror holds it), for the tier's own GPU pods."""
+    result = _pulumi("config", "get", "tenants", "--json")
+    assert result.returncode == 0, result.stderr
+    tenants = json.loads(json.loads(result.stdout)["value"])
+    return next(w["image"] for t in tenants for w in t.get("workloads", []))

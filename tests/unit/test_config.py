@@ -104,13 +104,13 @@ BAD = [
     ("tenants.0.workloads.0.image", "Busybox", "gpu-tenancy:tenants[0].workloads[0].image", "an image reference"),
     ("tenants.0.workloads.0.image", "busybox:", "gpu-tenancy:tenants[0].workloads[0].image", "an image reference"),
     ("tenants.0.workloads.0.image", "a b", "gpu-tenancy:tenants[0].workloads[0].image", "an image reference"),
-    # Rollouts: what the API server refuses, and a surge the budget or the card has no room for
-    # (shared-a100 is 3 x 30 % of team-a's one card and 100 % quota).
+    # Rollouts: what the API server refuses, and a surge the card has no room for (shared-a100 is
+    # 3 x 30 % of team-a's one card; its budget, two cards' worth, would have room).
     (
         "tenants.0.workloads.0.rollout",
         {"maxSurge": 1},
         "gpu-tenancy:tenants[0].workloads",
-        "gpucores % 120 > quota 100 (counted at their rollout's peak: Deployment shared-a100 x3 +1 surge",
+        "Deployment shared-a100[3] cannot be placed on the fleet (worker: 1 node(s) x 1 A100-80GB",
     ),
     (
         "tenants.0.workloads.0.rollout",
@@ -259,7 +259,7 @@ WORKLOAD_BAD = [
     ("gpumemMb", "10Gi", "gpu-tenancy:tenants[0].workloads[0].gpumemMb", "plain integer in MB"),
     ("gpucoresPercent", 150, "gpu-tenancy:tenants[0].workloads[0].gpucoresPercent", "must be 0-100"),
     ("gpumemMb", 90000, "gpu-tenancy:tenants[0].workloads[0]", "90000 MB exceeds one NVIDIA A100 80GB card"),
-    ("replicas", 4, "gpu-tenancy:tenants[0].workloads", "gpucores % 120 > quota 100"),
+    ("replicas", 4, "gpu-tenancy:tenants[0].workloads", "shared-a100[3] cannot be placed on the fleet"),
     ("cardType", "H100", "gpu-tenancy:tenants[0].workloads[0].cardType", "matches no card of this tenant"),
     ("kind", "Job", "gpu-tenancy:tenants[0].workloads[0].kind", "must be one of Pod, Deployment"),
 ]

@@ -29,6 +29,7 @@ from tests.support.harness import (
     deps,
     load_config_file,
     provider_name,
+    reaches,
     run_program,
 )
 
@@ -413,7 +414,8 @@ def test_one_gpu_budget_split_over_the_namespaces_never_multiplied(rec):
         "84136",
         "375",
     )
-    assert rec.named("team-a-quota-default").inputs["spec"]["hard"]["limits.nvidia.com/gpumem"] == "81920"
+    # team-a's budget, two cards' worth on one card (Pulumi.dev.yaml says why), all in default
+    assert rec.named("team-a-quota-default").inputs["spec"]["hard"]["limits.nvidia.com/gpumem"] == "163840"
     # default exists in every cluster: labelled, not created; other GPU namespaces are created labelled
     assert rec.named("team-b-quota-ns-default").type == "kubernetes:core/v1:NamespacePatch"
     assert rec.named("team-b-quota-ns-inference").inputs["metadata"]["labels"] == {"gpu-tenancy/gpu-budget": "true"}
@@ -517,3 +519,53 @@ def test_a_renamed_resource_keeps_its_previous_type_as_an_alias(rec, new, previo
     assert found, f"nothing registered as {new}"
     assert all(previous in r.alias_types for r in found), [(r.name, r.alias_types) for r in found]
     assert not rec.of_type(previous)
+
+
+@pytest.mark.parametrize(
+    ("team", "port", "cidr"), [("team-a", 31443, "10.244.0.0/16"), ("team-b", 31444, "10.245.0.0/16")]
+)
+def test_each_tenant_runs_the_stacks_kube_proxy_which_sizes_no_host_setting(rec, team, port, cidr):
+    """Kamaji's kube-proxy addon takes no configuration, and kubeadm's default writes the host-wide
+    nf_conntrack_max, which a container worker may not: it crash-loops and Services do not route."""
+    tcp = rec.named(f"{team}-cp-tcp").inputs
+    assert "kubeProxy" not in tcp["spec"]["addons"]
+    ds = rec.named(f"{team}-kube-proxy-daemonset")
+    assert provider_name(ds) == f"{team}-cp-k8s"
+    assert ds.inputs["metadata"]["name"] == "gpu-tenancy-kube-proxy"  # not Kamaji's: it removes its own
+    pod = ds.inputs["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["image"] == "registry.k8s.io/kube-proxy:v1.35.1"
+    assert pod["hostNetwork"] is True and container["securityContext"] == {"privileged": True}
+    assert pod["serviceAccountName"] == "gpu-tenancy-kube-proxy"
+    data = rec.named(f"{team}-kube-proxy-config").inputs["data"]
+    config = yaml.safe_load(data["config.conf"])
+    assert config["conntrack"] == {"maxPerCore": 0} and config["mode"] == "iptables"
+    assert config["clusterCIDR"] == cidr
+    kubeconfig = yaml.safe_load(data["kubeconfig.conf"])
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == f"https://172.30.0.2:{port}"
+    assert kubeconfig["users"][0]["user"] == {"tokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"}
+    binding = rec.named(f"{team}-kube-proxy-binding").inputs
+    assert binding["roleRef"]["name"] == "system:node-proxier"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "gpu-tenancy-kube-proxy", "namespace": "kube-system"}
+    ]
+    # before the workers join (their first pods use Services), and before HAMi
+    assert reaches(rec, f"{team}-hami-release", f"{team}-kube-proxy-daemonset")
+
+
+@pytest.mark.parametrize("team", ["team-a", "team-b"])
+def test_hamis_scheduler_rolls_on_a_one_node_tenant(rec, team):
+    """The chart's scheduler pods may not share a node and roll with maxUnavailable 0: with one
+    worker each later release change would wait forever for the old pod's node."""
+    patch = rec.named(f"{team}-hami-scheduler-rollout")
+    assert patch.type == "kubernetes:apps/v1:DeploymentPatch" and provider_name(patch) == f"{team}-cp-k8s"
+    assert patch.inputs["metadata"] == {
+        "name": "hami-scheduler",
+        "namespace": "hami-system",
+        "annotations": {"pulumi.com/patchForce": "true"},  # Helm's manager holds the defaults
+    }
+    assert patch.inputs["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0},
+    }
+    assert f"{team}-hami-release" in deps(rec, f"{team}-hami-scheduler-rollout")

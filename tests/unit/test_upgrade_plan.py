@@ -111,6 +111,7 @@ def test_an_upgrade_changes_what_the_plan_says_and_nothing_of_another_tenant():
     was = {r.urn: r.inputs for r in before.registrations}
     changed = {r.name for r in after.registrations if r.inputs != was[r.urn]}
     expected = {"team-a-cp-tcp", "team-a-cp-version", "team-a-cp-settled", "team-a-hami-release"}
+    expected |= {"team-a-kube-proxy-daemonset"}  # the stack's kube-proxy follows the tenant's version
     expected |= {f"team-a-worker-{i}-{part}" for i in range(WORKERS) for part in ("image", "drain")}
     assert changed == expected
 
