@@ -52,6 +52,7 @@ else:
         "kamaji",
         KamajiPlatformArgs(
             provider=cluster.provider,
+            kubeconfig=cluster.kubeconfig,
             cert_manager_chart=cfg.chart("certManager"),
             kamaji_chart=cfg.chart("kamaji"),
             depends_on=cluster.ready,
@@ -61,7 +62,7 @@ else:
         cluster.provider,
         cluster.network.name,
         platform.datastore_name,
-        platform.release,
+        platform.datastore,
     )
     schema_of = partial(cfg.datastore_schema, stack)
     if cfg.role == ROLE_LAB:  # one person's whole lab; a platform exports no credential

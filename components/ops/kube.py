@@ -102,6 +102,13 @@ def apps_api_of(core: Any) -> Any:
     return client.AppsV1Api(core.api_client)
 
 
+def custom_objects_api_of(core: Any) -> Any:
+    """A CustomObjectsApi on the same connection as a CoreV1Api (core_api)."""
+    from kubernetes import client
+
+    return client.CustomObjectsApi(core.api_client)
+
+
 class KubeconfigError(ValueError):
     """A kubeconfig that does not say, through its current context, which cluster and user to use."""
 

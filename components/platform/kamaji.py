@@ -12,6 +12,7 @@ from components.config import versions
 from components.config.chart_sources import ChartSource
 from components.config.model import CHARTS
 from components.platform.helm import Chart, HelmReleaseArgs, helm_release
+from components.providers.datastore_teardown import DataStoreTeardown
 
 CERT_MANAGER_NAMESPACE = "cert-manager"
 KAMAJI_NAMESPACE = "kamaji-system"
@@ -61,6 +62,8 @@ def kamaji_values() -> dict[str, Any]:
 @dataclass
 class KamajiPlatformArgs:
     provider: k8s.Provider
+    # The management cluster's kubeconfig: the DataStore's teardown asks Kamaji with it.
+    kubeconfig: pulumi.Input[str]
     # Where each chart comes from (config `charts.certManager`, `charts.kamaji`); None: its repository.
     cert_manager_chart: ChartSource | None = None
     kamaji_chart: ChartSource | None = None
@@ -72,12 +75,13 @@ class KamajiPlatform(pulumi.ComponentResource):
     """cert-manager (ready, CRDs in place) -> Kamaji + default DataStore, as real Helm releases.
 
     Real releases (helm.v3.Release), not rendered charts: kamaji-etcd's setup jobs are Helm
-    hooks. Tenants depend on `release`, so on destroy they are deleted (and awaited) before
-    Kamaji, its webhooks and the DataStore go.
+    hooks. Tenants depend on `datastore` (which depends on the release), so on destroy they are
+    deleted (and awaited) before the DataStore, and the DataStore before Kamaji and its webhooks.
     """
 
     release: k8s.helm.v3.Release
     datastore_name: str
+    datastore: DataStoreTeardown
 
     def __init__(self, name: str, args: KamajiPlatformArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:KamajiPlatform", name, None, opts)
@@ -106,4 +110,12 @@ class KamajiPlatform(pulumi.ComponentResource):
             parent=self,
         )
         self.datastore_name = DEFAULT_DATASTORE
+        # Tenants depend on this, so on destroy: tenants, then the DataStore (Kamaji running),
+        # then the chart.
+        self.datastore = DataStoreTeardown(
+            f"{name}-datastore",
+            datastore=DEFAULT_DATASTORE,
+            kubeconfig=args.kubeconfig,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release]),
+        )
         self.register_outputs({"kamaji": self.release.status})

@@ -94,7 +94,7 @@ def test_kamaji_after_cert_manager_on_management_provider(rec):
 
 @pytest.mark.parametrize("team", ["team-a", "team-b"])
 def test_tenant_edges(rec, team):
-    assert {"kamaji-kamaji", f"{team}-cp-ns"} <= deps(rec, f"{team}-cp-tcp")
+    assert {"kamaji-datastore", f"{team}-cp-ns"} <= deps(rec, f"{team}-cp-tcp")  # Kamaji (and its DataStore) first
     secret = rec.named(f"{team}-cp-admin-kubeconfig")
     assert secret.read_id == f"tenant-{team}/{team}-admin-kubeconfig"
     # the provider: the stack's own automation identity (a bound token), its cluster named by the
@@ -569,3 +569,14 @@ def test_hamis_scheduler_rolls_on_a_one_node_tenant(rec, team):
         "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0},
     }
     assert f"{team}-hami-release" in deps(rec, f"{team}-hami-scheduler-rollout")
+
+
+def test_kamajis_datastore_goes_after_the_tenants_and_before_kamaji(rec):
+    """Kamaji's finalizer holds its DataStore until Kamaji lets it go: deleted by the chart with
+    Kamaji itself it never goes, and `destroy` waits forever."""
+    teardown = rec.named("kamaji-datastore")
+    assert teardown.type == "pulumi-python:dynamic/gpu-tenancy:DataStoreTeardown"
+    assert teardown.inputs["name"] == "default"
+    assert "kamaji-kamaji" in deps(rec, "kamaji-datastore")
+    for team in ("team-a", "team-b"):
+        assert reaches(rec, f"{team}-cp-tcp", "kamaji-datastore")

@@ -67,6 +67,7 @@ def state(cls: type[base.Provider], kubeconfig: str) -> dict[str, Any]:
             "timeout_seconds": 1,
             "waited_seconds": 1.0,
         },
+        "DataStoreTeardownProvider": {"name": "default", "timeout_seconds": 1},
         "HamiRegistrationProvider": {
             "expected": {"n-0": ["GPU-0"]},
             "hami_revision": 1,
@@ -270,6 +271,7 @@ HOLDS_SOMETHING = [c for c in ALL if c not in HOLDS_NOTHING]
 def test_whether_a_provider_holds_something_is_decided_for_each():
     assert {c.__name__ for c in HOLDS_SOMETHING} == {
         "BootstrapTokenProvider",
+        "DataStoreTeardownProvider",
         "NodeGpuCapacityProvider",
         "NodeMembershipProvider",
         "SimulatedNodesProvider",
