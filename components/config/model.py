@@ -515,7 +515,8 @@ class ImagesConfig(Section):
         alias="pythonIndexCaCert",
         description="the PEM CA(s) pip trusts, instead of the base image's bundle, when it installs the release "
         "controller's packages over HTTPS: a PyPI mirror's private CA, or the CA of a TLS-inspecting proxy "
-        "between the host and PyPI (default: the base image's bundle)",
+        "between the host and PyPI; the CA(s) themselves, not a system bundle (Pulumi hands the program its "
+        "config in one environment variable, which Linux limits to 128 KiB) (default: the base image's bundle)",
     )
     nodes: Annotated[
         dict[

@@ -204,8 +204,12 @@ def test_dev_stack_quotas_and_workloads_pass_from_the_stack_config(program):
     tenants = {"gpu-tenancy:tenants": dev["gpu-tenancy:tenants"]}
     result = program(workloads, with_config=False, extra_config=tenants)
     assert result.returncode == 0, result.stdout + result.stderr
-    # and the same config with one replica too many is refused
+    # and the same config with one replica too many for team-a's one card is refused ...
     workloads[0]["replicas"] = 4
+    result = program(workloads, with_config=False, extra_config=tenants)
+    assert result.returncode != 0 and "cannot be placed on its fleet" in result.stdout
+    # ... and with more than its budget (two cards' worth: 7 x 30 % > 200 %) too
+    workloads[0]["replicas"] = 7
     result = program(workloads, with_config=False, extra_config=tenants)
     assert result.returncode != 0 and "tenant team-a is over its GPU quota" in result.stdout
 

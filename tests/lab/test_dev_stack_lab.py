@@ -23,6 +23,7 @@ from kubernetes import client
 from components.config.versions import KIND_NODE_IMAGES
 from components.gpu import hami_annotations as ha
 from components.ops.kube import core_api
+from components.ops.webhook_probe import probe_once
 from tests.support.dev_lab import DevLab, Sampler, dev_lab
 from tests.support.docker_lab import docker
 from tests.support.waits import settles
@@ -124,24 +125,68 @@ def _gpu_pod_released(core: Any, namespace: str, name: str, image: str) -> bool:
         core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
 
 
-def test_every_lab_container_restarted_the_lab_recovers(lab):
+TERMINAL = ("Failed", "Succeeded")
+
+
+def _deployments_available(core: Any) -> bool:
+    apps = client.AppsV1Api(core.api_client)
+    return all(
+        (d.status.available_replicas or 0) >= (d.spec.replicas or 0)
+        for d in apps.list_deployment_for_all_namespaces().items
+    )
+
+
+def _webhook_answers(core: Any) -> bool:
+    """HAMi's webhook reached through Konnectivity again (the stack's own probe, once)."""
+    try:
+        return probe_once(core, "default") == ha.SCHEDULER_NAME
+    except Exception:  # noqa: BLE001 - not yet
+        return False
+
+
+@pytest.fixture(scope="module")
+def restarted(lab) -> dict[str, Any]:
+    """Every lab container restarted at once (`docker restart`), and the seconds until both
+    tenants answer with every node Ready and every Deployment available again."""
     names = lab.containers()
     assert len(names) >= 5, names  # management, two workers, two release controllers
     start = time.monotonic()
     docker("restart", *names, timeout=600)
-    assert settles(lambda: _all_answer(lab), timeout=900, interval=5), "the lab did not recover"
-    recovered = time.monotonic() - start
+    recovered = settles(
+        lambda: (
+            _all_answer(lab) and all(_deployments_available(c) and _webhook_answers(c) for c in cores(lab).values())
+        ),
+        timeout=900,
+        interval=5,
+    )
+    seconds = time.monotonic() - start
+    print(f"\n[measured] {len(names)} containers restarted; recovered in {seconds:.0f} s")
+    return {"recovered": recovered, "seconds": seconds, "containers": names}
+
+
+def test_every_lab_container_restarted_the_lab_recovers(lab, restarted):
+    assert restarted["recovered"], "control planes, nodes or Deployments not back within 900 s"
     team_a = cores(lab)["team-a"]
     image = team_a.list_namespaced_pod("default").items[0].spec.containers[0].image  # the stack's workload's
     assert _gpu_pod_released(team_a, "default", "after-restart", image), "a new GPU pod was not released"
-    for core in cores(lab).values():
+    for core in cores(lab).values():  # every GPU pod that holds a card is released again
         for pod in core.list_pod_for_all_namespaces().items:
             annotations = pod.metadata.annotations or {}
-            if pod.spec.node_name and ha.DEVICES_ALLOCATED in annotations:
+            if pod.spec.node_name and ha.DEVICES_ALLOCATED in annotations and pod.status.phase not in TERMINAL:
                 assert annotations.get(ha.BIND_PHASE) == ha.PHASE_SUCCESS, pod.metadata.name
     result = lab.up("--expect-no-changes")
     assert result.returncode == 0, _tail(result)
-    print(f"\n[measured] {len(names)} containers restarted; Ready again in {recovered:.0f} s")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open defect: a worker's kubelet restarts before the mock device plugin registers again and rejects "
+    "the GPU pods it had (UnexpectedAdmissionError: no healthy devices); a Deployment makes new ones, a "
+    "`kind: Pod` workload stays Failed and no `up` makes it again",
+)
+def test_a_bare_gpu_pod_workload_survives_every_container_restarted(lab, restarted):
+    pod = cores(lab)["team-b"].read_namespaced_pod("inference-l4", "inference")
+    assert pod.status.phase == "Running", (pod.status.phase, pod.status.reason, pod.status.message)
 
 
 def test_a_worker_added_to_team_a_and_removed_again(lab):

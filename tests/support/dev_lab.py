@@ -10,8 +10,9 @@ Needs, each named by `missing` when absent: the docker and command provider plug
 and those only fetched sources give: Kamaji, cert-manager, HAMi's scheduler, its mock device
 plugin), their charts as directories in GPU_TENANCY_LAB_CHARTS (kamaji/ with charts/kamaji-etcd,
 cert-manager/, hami/), Debian's docker-registry and skopeo. Where pip's downloads pass a
-TLS-inspecting proxy, GPU_TENANCY_PIP_CA names the PEM bundle it is checked against (default:
-pip's own `global.cert` setting, when it has one).
+TLS-inspecting proxy, GPU_TENANCY_PIP_CA names a PEM file with that proxy's CA (the CA itself,
+not a system bundle: the stack's config reaches the program in one environment variable, which
+the kernel limits to 128 KiB).
 """
 
 from __future__ import annotations
@@ -62,11 +63,8 @@ def charts_dir() -> Path:
 
 
 def pip_ca() -> str | None:
-    """The PEM bundle pip's downloads are checked against, when the host names one."""
+    """The CA(s) pip's downloads are checked against (PIP_CA_ENV), when the host names them."""
     path = os.environ.get(PIP_CA_ENV, "")
-    if not path:
-        got = subprocess.run(["pip", "config", "get", "global.cert"], capture_output=True, text=True, check=False)
-        path = got.stdout.strip() if got.returncode == 0 else ""
     return Path(path).read_text() if path else None
 
 

@@ -2,8 +2,10 @@
 (the real manager runs in the real-Kamaji tier): what Kamaji's KubernetesDeploymentResource
 reports (Provisioning, then Ready with `version.version` set to the spec's; on a version change
 Upgrading for `upgrade_seconds`, then Ready at the new version), and the `<tcp>-admin-kubeconfig`
-Secret it writes, here holding the test cluster's own admin kubeconfig under both keys. It
-records when each TenantControlPlane became Ready at which version."""
+Secret it writes, here holding the test cluster's own admin kubeconfig under both keys, and, in
+the tenant (here the same API server), what Kamaji makes there last (the objects the stack's
+ControlPlaneSettled gate waits for: components.ops.control_plane_settle.MARKERS). It records
+when each TenantControlPlane became Ready at which version."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from contextlib import suppress
 from kubernetes import client
 
 from components.config.names import admin_kubeconfig_secret
+from components.ops.control_plane_settle import MARKERS
 
 GROUP, VERSION, PLURAL = "kamaji.clastix.io", "v1alpha1", "tenantcontrolplanes"
 
@@ -22,6 +25,7 @@ GROUP, VERSION, PLURAL = "kamaji.clastix.io", "v1alpha1", "tenantcontrolplanes"
 class KamajiStandIn:
     def __init__(self, api: client.ApiClient, admin_kubeconfig: str, upgrade_seconds: float = 2.0):
         self.custom, self.core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+        self.apps = client.AppsV1Api(api)
         self.admin_kubeconfig = admin_kubeconfig
         self.upgrade_seconds = upgrade_seconds
         # (monotonic time, namespace/name, version) for each Ready at a version.
@@ -52,6 +56,24 @@ class KamajiStandIn:
         with suppress(client.ApiException):
             self.core.create_namespaced_secret(meta["namespace"], body)
 
+    def _markers(self) -> None:
+        for namespace, kind, name in MARKERS:
+            with suppress(client.ApiException):
+                self.core.create_namespace({"metadata": {"name": namespace}})
+            with suppress(client.ApiException):
+                if kind == "ConfigMap":
+                    self.core.create_namespaced_config_map(namespace, {"metadata": {"name": name}})
+                else:
+                    labels = {"k8s-app": name}
+                    template = {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+                    self.apps.create_namespaced_daemon_set(
+                        namespace,
+                        {
+                            "metadata": {"name": name},
+                            "spec": {"selector": {"matchLabels": labels}, "template": template},
+                        },
+                    )
+
     def _run(self) -> None:
         while not self._stop.wait(0.2):
             with suppress(client.ApiException):
@@ -66,6 +88,7 @@ class KamajiStandIn:
                         self._status(tcp, "Upgrading", have["version"])
                         time.sleep(self.upgrade_seconds)
                     self._secret(tcp)
+                    self._markers()
                     self._status(tcp, "Ready", want)
                     key = f"{tcp['metadata']['namespace']}/{tcp['metadata']['name']}"
                     self.ready.append((time.monotonic(), key, want))
