@@ -131,6 +131,8 @@ def test_a_bad_mirror_key_is_refused_naming_it(mirror, key, says):
         ({"kwok": "registry.example.com/kwok/kwok"}, "images.kwok", "tag or a digest"),
         ({"releaserBase": "Python:3.11"}, "images.releaserBase", "image reference"),
         ({"pythonIndex": "pypi.example.com/simple"}, "images.pythonIndex", "http(s)://"),
+        ({"pythonIndexCaCert": "/etc/ssl/certs/ca-certificates.crt"}, "images.pythonIndexCaCert", "PEM"),
+        ({"pythonIndexCaCert": CA.replace("M", "N", 3)}, "images.pythonIndexCaCert", "not a readable PEM"),
         ({"nodes": {"v1.34.0": "kindest/node:v1.34.0"}}, "images.nodes", "names no pinned tenant version"),
         ({"nodes": {"v1.35.1": "kindest/node"}}, "images.nodes", "tag or a digest"),
     ],
@@ -232,6 +234,22 @@ def test_with_a_mirror_every_node_starts_with_it():
     k3s = {u["file"]: u["content"] for u in _uploads(rec)["management-k3s"]}
     assert json.loads(k3s[K3S_REGISTRIES])["mirrors"]["registry.k8s.io"]["endpoint"] == ["http://172.17.0.1:5000"]
     assert "--disable-default-registry-endpoint" in rec.named("management-k3s").inputs["command"]
+
+
+def test_the_python_index_and_its_ca_reach_the_release_controllers_build():
+    """pip behind a TLS-inspecting proxy, or a mirror with a private CA, fails the build with
+    CERTIFICATE_VERIFY_FAILED unless it is given that CA (seen on the first whole run)."""
+    config = copy.deepcopy(DEV)
+    config["gpu-tenancy:images"] = {"pythonIndex": "https://pypi.example.com/simple", "pythonIndexCaCert": CA}
+    args = run_program(config).named("releaser-image").inputs["build"]["args"]
+    assert args == {
+        "BASE_IMAGE": versions.RELEASER_BASE_IMAGE,
+        "PIP_INDEX_URL": "https://pypi.example.com/simple",
+        "PIP_CA_PEM": CA,
+    }
+    dockerfile = (ROOT / "components/ops/release/Dockerfile").read_text()
+    assert "ARG PIP_CA_PEM" in dockerfile and "PIP_CERT=/tmp/pip-ca.pem" in dockerfile
+    assert "rm -f /tmp/pip-ca.pem" in dockerfile  # kept only for the install
 
 
 def test_image_and_chart_keys_reach_the_resources(tmp_path):
