@@ -209,6 +209,7 @@ def test_team_b_upgraded_through_the_plan_with_its_worker_replaced(lab):
     plan = lab.pulumi("preview", "--diff")  # the upgrade plan, in the order `up` carries it out
     assert plan.returncode == 0, _tail(plan)
     result = lab.up(label="team-b upgraded")
+    (lab.work / "upgrade-up.log").write_text(result.stdout + result.stderr)  # what the update did, kept
     assert result.returncode == 0, _tail(result)
     team_b = cores(lab)["team-b"]
     (node,) = team_b.list_node().items
