@@ -77,7 +77,9 @@ class GpuWorkload(pulumi.ComponentResource):
         pod_names: list[str] | None = None
         generation: pulumi.Input[int] = 0
         if w.kind == "Pod":
-            again = pulumi.ResourceOptions(replacement_trigger=args.kubernetes_version)
+            # One name for the old and the new pod: the old one goes first (a trigger alone
+            # replaces create-first, and the original's delete, by name, took the new one).
+            again = pulumi.ResourceOptions(replacement_trigger=args.kubernetes_version, delete_before_replace=True)
             workload: pulumi.CustomResource = k8s.core.v1.Pod(
                 f"{name}-pod", metadata=meta, spec=pod_spec(w), opts=pulumi.ResourceOptions.merge(on_tenant, again)
             )

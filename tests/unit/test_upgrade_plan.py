@@ -99,6 +99,9 @@ def test_hami_follows_the_last_worker_at_the_tenant_version(rec):
 def test_workloads_come_after_hami_and_a_pod_is_made_again_on_a_new_version(rec):
     pod = rec.named("team-b-inference-inference-l4-pod")
     assert pod.replacement_trigger == "v1.36.1"
+    # One name, so the old one goes first: a trigger replaces create-first, and the original's
+    # delete, by that name, came last and took the new pod with it (seen on the lab's upgrade).
+    assert pod.delete_before_replace is True
     assert reaches(rec, "team-b-inference-inference-l4-pod", "team-b-hami-release")
     deployment = rec.named("team-a-default-shared-a100-deployment")
     assert deployment.replacement_trigger is None  # its ReplicaSet brings its pods back
