@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from components.config.image_refs import ImageRef
 from components.config.names import TENANT_LABEL
 from components.config.versions import LAB_BUSYBOX_IMAGE, LAB_NODE_REPOSITORY, LAB_PYTHON_IMAGE
 from tests.support.docker_lab import ROOT, TunablesGuard, docker, ensure_engine, missing, read_tunables
@@ -46,10 +47,6 @@ PIP_CA_ENV = "GPU_TENANCY_PIP_CA"
 CHART_DIRS = {"kamaji": "kamaji", "certManager": "cert-manager", "hami": "hami"}
 STACK_FILE = "Pulumi.dev.yaml"
 UP_TIMEOUT = 3600
-
-
-def _docker_io(image: str) -> str:
-    return image if "/" in image.split("/", 1)[0] and "." in image.split("/", 1)[0] else f"docker.io/{image}"
 
 
 def charts_dir() -> Path:
@@ -91,13 +88,13 @@ def lab_config(base: dict[str, Any], mirror: str, charts: Path, ca: str | None) 
     c["gpu-tenancy:cluster"]["nodeImage"] = LAB_NODE_REPOSITORY
     c["gpu-tenancy:mirror"] = {"endpoint": mirror}
     c["gpu-tenancy:images"] = {
-        "releaserBase": _docker_io(LAB_PYTHON_IMAGE),
+        "releaserBase": ImageRef.parse(LAB_PYTHON_IMAGE).name,
         **({"pythonIndexCaCert": ca} if ca else {}),
     }
     c["gpu-tenancy:charts"] = {key: str(charts / d) for key, d in CHART_DIRS.items()}
     for tenant in c["gpu-tenancy:tenants"]:
         for w in tenant.get("workloads", []):
-            w["image"] = _docker_io(LAB_BUSYBOX_IMAGE)
+            w["image"] = ImageRef.parse(LAB_BUSYBOX_IMAGE).name
     return doc
 
 
