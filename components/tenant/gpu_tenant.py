@@ -270,6 +270,7 @@ class GpuTenant(pulumi.ComponentResource):
                     server=f"https://{endpoint}",
                     provider=provider,
                     admin_kubeconfig=admin,
+                    readmit=tuple(f"{w.namespace}/{w.name}" for w in t.workloads if w.kind == "Pod"),
                 ),
                 opts=child,
             )

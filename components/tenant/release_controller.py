@@ -3,8 +3,9 @@
 A container on the lab's Docker network (from ReleaseControllerImage), restarted by Docker if it dies
 (the controller exits once it has itself been unhealthy for a while: its watch, workers or queue),
 removed on destroy. It authenticates as its own ServiceAccount, limited to what the controller
-does (release.policy.RBAC_RULES), and admission policies narrow its writes to removing HAMi's
-node lock, setting bind-phase success and its own Events about stuck pods (release.policy); that
+does (release.policy.rbac_rules), and admission policies narrow its writes to removing HAMi's
+node lock, setting bind-phase success, its own Events about stuck pods and making the stack's bare
+pods again once a kubelet refused them at admission (release.policy); that
 token's kubeconfig reaches the container only as an uploaded file, from a Pulumi secret: never on
 a command line or in an environment variable. Docker keeps uploaded files in the container's layer
 in the engine's storage on the host, and the renewed token in a Docker volume there too
@@ -27,7 +28,7 @@ import pulumi_kubernetes as k8s
 
 from components.config.names import TENANT_LABEL, release_controller_container, tokens_volume
 from components.ops.release import policy as release_policy
-from components.ops.release.policy import RBAC_RULES
+from components.ops.release.policy import rbac_rules
 from components.tenant.service_account import NAMESPACE, scoped_kubeconfig
 
 SERVICE_ACCOUNT = "gpu-tenancy-releaser"
@@ -58,6 +59,9 @@ class ReleaseControllerArgs:
     provider: k8s.Provider
     # Used once, to read the ServiceAccount's token; the container never sees it.
     admin_kubeconfig: pulumi.Input[str]
+    # The stack's bare pods (NAMESPACE/NAME) the controller makes again when a restarted worker's
+    # kubelet refuses them at admission (components.ops.release.readmit); none: it creates no pod.
+    readmit: tuple[str, ...] = ()
 
 
 class ReleaseController(pulumi.ComponentResource):
@@ -71,7 +75,7 @@ class ReleaseController(pulumi.ComponentResource):
         kubeconfig = scoped_kubeconfig(
             name,
             account=SERVICE_ACCOUNT,
-            rules=RBAC_RULES,
+            rules=rbac_rules(args.readmit),
             server=args.server,
             provider=args.provider,
             admin_kubeconfig=args.admin_kubeconfig,
@@ -79,7 +83,9 @@ class ReleaseController(pulumi.ComponentResource):
         )
         on_tenant = pulumi.ResourceOptions(parent=self, provider=args.provider)
         self.policies = []
-        for spec in release_policy.write_policies(f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"):
+        for spec in release_policy.write_policies(
+            f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}", args.readmit
+        ):
             policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
                 f"{name}-{spec['metadata']['name']}",
                 metadata=spec["metadata"],
@@ -108,6 +114,8 @@ class ReleaseController(pulumi.ComponentResource):
             image=args.image,
             restart="unless-stopped",
             user=RUN_AS,
+            # After the image's entrypoint: the pods to make again.
+            command=[arg for pod in sorted(args.readmit) for arg in ("--readmit", pod)] or None,
             networks_advanced=[docker.ContainerNetworksAdvancedArgs(name=args.network)],
             uploads=[
                 docker.ContainerUploadArgs(

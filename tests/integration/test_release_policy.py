@@ -1,8 +1,9 @@
 """The release controller's writes, narrowed by its admission policies (components/ops/
-release_policy.py) on a real kube-apiserver: as its own ServiceAccount, with its RBAC rules, it
+release/policy.py) on a real kube-apiserver: as its own ServiceAccount, with its RBAC rules, it
 may remove HAMi's node lock and set bind-phase success, and the controller releases a pod that
-way; every other change to a node or a pod is refused with a message naming the rule. Other
-users (HAMi, the admin) are not affected."""
+way; it may delete a pod it is told to make again only once a kubelet refused it at admission,
+and create only that pod, for the scheduler, without host access; every other change to a node
+or a pod is refused with a message naming the rule. Other users (HAMi, the admin) are not affected."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from datetime import UTC, datetime
 import pytest
 from kubernetes import client
 
+from components.config.names import WORKLOAD_LABEL
 from components.gpu import hami_annotations as ha
-from components.ops.kube import cluster_ca, core_api, token_kubeconfig
+from components.ops.kube import cluster_ca, core_api, get_json, token_kubeconfig
 from components.ops.release import controller as rc
 from components.ops.release import policy as release_policy
+from components.ops.release import readmit
 from tests.support.cluster import add_node
 from tests.support.hami_stand_in import hami_bind, new_pod, wait_released
 from tests.support.waits import settles
@@ -24,6 +27,8 @@ from tests.support.waits import settles
 pytestmark = pytest.mark.integration
 ACCOUNT, NAMESPACE = "gpu-tenancy-releaser", "kube-system"
 USER = f"system:serviceaccount:{NAMESPACE}:{ACCOUNT}"
+# The bare pods the controller is told to make again (the stack's `kind: Pod` workloads).
+READMIT = ("default/readmit-a", "default/readmit-b")
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +38,8 @@ def releaser(cluster):
     rbac = client.RbacAuthorizationV1Api(cluster.api_client())
     admission = client.AdmissionregistrationV1Api(cluster.api_client())
     core.create_namespaced_service_account(NAMESPACE, {"metadata": {"name": ACCOUNT}})
-    rbac.create_cluster_role({"metadata": {"name": ACCOUNT}, "rules": [dict(r) for r in release_policy.RBAC_RULES]})
+    rules = release_policy.rbac_rules(READMIT)
+    rbac.create_cluster_role({"metadata": {"name": ACCOUNT}, "rules": [dict(r) for r in rules]})
     rbac.create_cluster_role_binding(
         {
             "metadata": {"name": ACCOUNT},
@@ -41,7 +47,7 @@ def releaser(cluster):
             "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": NAMESPACE}],
         }
     )
-    policies = release_policy.write_policies(USER)
+    policies = release_policy.write_policies(USER, READMIT)
     for policy in policies:
         admission.create_validating_admission_policy(policy)
         admission.create_validating_admission_policy_binding(release_policy.binding(policy))
@@ -191,3 +197,116 @@ def test_the_controller_posts_only_its_own_events_about_pods(cluster, releaser, 
     uid = cluster.core().read_namespaced_pod(pod, "default").metadata.uid
     releaser.create_namespaced_event("default", event(pod, uid))
     assert rule in refused(releaser.create_namespaced_event, "default", event(pod, uid, **change))
+
+
+LIMITS = {ha.RES_GPUMEM: "8000", ha.RES_GPUCORES: "25"}
+
+
+def declared(name: str, node: str | None = None, **spec) -> dict:
+    """A stack-declared bare GPU pod, as GpuWorkload makes it (bound to `node` when given)."""
+    body = {
+        "metadata": {"name": name, "labels": {WORKLOAD_LABEL: name}, "annotations": {ha.USE_GPU_TYPE: "L4"}},
+        "spec": {
+            "schedulerName": ha.SCHEDULER_NAME,
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "busybox",
+                    "resources": {"limits": {ha.RES_GPUMEM: "8000", ha.RES_GPUCORES: "25"}},
+                }
+            ],
+            **spec,
+        },
+    }
+    if node:
+        body["spec"]["nodeName"] = node
+    return body
+
+
+def refused_by_kubelet(core, name: str, node: str) -> dict:
+    """The pod as a restarted kubelet leaves it: placed by HAMi, then Failed at admission."""
+    core.create_namespaced_pod("default", declared(name, node))
+    core.patch_namespaced_pod(name, "default", {"metadata": {"annotations": {ha.VGPU_NODE: node}}})
+    status = {"phase": "Failed", "reason": readmit.REFUSED_REASON, "message": "no healthy devices"}
+    core.patch_namespaced_pod_status(name, "default", {"status": status})
+    return get_json(core.read_namespaced_pod, name, "default")
+
+
+def gone(core, name: str) -> None:
+    core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+    assert settles(lambda: name not in {p.metadata.name for p in core.list_namespaced_pod("default").items}, 30)
+
+
+def test_a_refused_declared_pod_is_made_again_through_the_policies(cluster, releaser, node):
+    core = cluster.core()
+    core.patch_node_status(
+        node,
+        {
+            "status": {
+                "capacity": {ha.RES_GPUMEM: "92136", ha.RES_GPUCORES: "400"},
+                "allocatable": {ha.RES_GPUMEM: "92136", ha.RES_GPUCORES: "400"},
+            }
+        },
+    )
+    before = refused_by_kubelet(core, "readmit-a", node)
+    controller = rc.ReleaseController(releaser, namespace="default", readmit=readmit.parse(READMIT))
+    controller.relist()
+    controller.drain()
+    after = core.read_namespaced_pod("readmit-a", "default")
+    assert after.metadata.uid != before["metadata"]["uid"] and after.spec.node_name is None
+    assert after.spec.scheduler_name == ha.SCHEDULER_NAME and after.metadata.labels == {WORKLOAD_LABEL: "readmit-a"}
+    assert after.metadata.annotations == {ha.USE_GPU_TYPE: "L4"}
+    value = controller.metrics.registry.get_sample_value
+    assert value("gpu_tenancy_pods_readmitted_total", {"outcome": readmit.MADE_AGAIN}) == 1
+    gone(core, "readmit-a")
+
+
+CREATES = {
+    "a pod it is not told of": (declared("someone-elses"), "may only create the pods"),
+    "a pod bound to a node": ("node", "no nodeName"),
+    "a pod without the workload label": (
+        {**declared("readmit-b"), "metadata": {"name": "readmit-b"}},
+        "labelled gpu-tenancy/workload",
+    ),
+    "a pod with HAMi's placement": (
+        {
+            **declared("readmit-b"),
+            "metadata": {"name": "readmit-b", "labels": {WORKLOAD_LABEL: "x"}, "annotations": {ha.VGPU_NODE: "gpu-0"}},
+        },
+        "without hami.io/ annotations",
+    ),
+    "the host's network": (declared("readmit-b", hostNetwork=True), "host namespace"),
+    "the host's PIDs": (declared("readmit-b", hostPID=True), "host namespace"),
+    "a host path": (declared("readmit-b", volumes=[{"name": "h", "hostPath": {"path": "/"}}]), "host path"),
+    "a privileged container": (
+        declared("readmit-b", containers=[{"name": "c", "image": "x", "securityContext": {"privileged": True}}]),
+        "privileged",
+    ),
+    "a privileged init container": (
+        declared("readmit-b", initContainers=[{"name": "i", "image": "x", "securityContext": {"privileged": True}}]),
+        "privileged",
+    ),
+    "another ServiceAccount": (declared("readmit-b", serviceAccountName="admin"), "default ServiceAccount"),
+}
+
+
+@pytest.mark.parametrize("case", CREATES)
+def test_it_creates_no_other_pod(cluster, releaser, node, case):
+    body, rule = CREATES[case]
+    if body == "node":
+        body = declared("readmit-b", node)
+    message = refused(releaser.create_namespaced_pod, "default", body)
+    assert rule in message and "the release controller" in message
+
+
+def test_it_deletes_a_told_pod_only_once_refused_at_admission_and_no_other(cluster, releaser, node):
+    core = cluster.core()
+    core.create_namespaced_pod("default", declared("readmit-b", node))
+    assert "refused at admission" in refused(releaser.delete_namespaced_pod, "readmit-b", "default")
+    evicted = {"phase": "Failed", "reason": "Evicted", "message": "x"}
+    core.patch_namespaced_pod_status("readmit-b", "default", {"status": evicted})
+    assert "refused at admission" in refused(releaser.delete_namespaced_pod, "readmit-b", "default")
+    gone(core, "readmit-b")
+    refused_by_kubelet(core, "someone-elses", node)
+    assert "may only delete the pods" in refused(releaser.delete_namespaced_pod, "someone-elses", "default")
+    gone(core, "someone-elses")

@@ -189,6 +189,35 @@ class FakeCore:
             self.on_patch("pod", f"{namespace}/{name}")
         return _Response(self.pods[(namespace, name)])
 
+    def create_namespaced_pod(
+        self, namespace: str, body: dict[str, Any], dry_run: str | None = None, **_kw: Any
+    ) -> _Response:
+        """A new uid each time; AlreadyExists (409) for a name in use, dry run or not."""
+        name = body["metadata"]["name"]
+        self._call("create_namespaced_pod" + ("(dry-run)" if dry_run else ""), f"{namespace}/{name}")
+        with self._lock:
+            if (namespace, name) in self.pods:
+                raise ApiException(status=409, reason="AlreadyExists")
+            pod = copy.deepcopy(body)
+            if dry_run:
+                return _Response(pod)
+            pod["metadata"].update(uid=f"uid-{namespace}-{name}-{self._next_rv()}", resourceVersion=self._next_rv())
+            pod.setdefault("status", {"phase": "Pending"})
+            self.pods[(namespace, name)] = pod
+        return _Response(pod)
+
+    def delete_namespaced_pod(self, name: str, namespace: str, body: Any = None, **_kw: Any) -> _Response:
+        self._call("delete_namespaced_pod", f"{namespace}/{name}")
+        with self._lock:
+            found = self.pods.get((namespace, name))
+            if found is None:
+                raise ApiException(status=404, reason="Not Found")
+            want = (body or {}).get("preconditions") or {}
+            if any(found["metadata"].get(k) != v for k, v in want.items()):
+                raise ApiException(status=409, reason="Conflict")
+            del self.pods[(namespace, name)]
+        return _Response({})
+
     def list_pod_for_all_namespaces(self, **_kw: Any) -> _Response:
         self._call("list_pod_for_all_namespaces", "")
         return _Response({"items": list(self.pods.values()), "metadata": {"resourceVersion": str(self._rv)}})

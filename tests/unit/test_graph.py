@@ -14,7 +14,7 @@ from components.gpu import hami_annotations as ha
 from components.ops.bound_token import self_renewal_rules
 from components.ops.kube import endpoint_kubeconfig
 from components.ops.management_node import INIT, INIT_CONFIG_PATH, init_configuration
-from components.ops.release.policy import RBAC_RULES
+from components.ops.release.policy import RBAC_RULES, READMIT_RULES
 from components.tenant.hami import scheduler_device_config
 from tests.support.harness import (
     AUTOMATION_TOKEN,
@@ -468,7 +468,10 @@ def test_release_controller_runs_with_the_lab_on_its_own_least_privilege_token(r
     assert c.inputs["image"].startswith("sha256:")  # the built image's id: a rebuild replaces the container
     assert c.inputs["restart"] == "unless-stopped" and c.inputs["mustRun"] is True and c.inputs["wait"] is True
     assert c.inputs["networksAdvanced"] == [{"name": "gpu-lab"}]
-    assert "command" not in c.inputs and "envs" not in c.inputs  # nothing secret in arguments or environment
+    assert "envs" not in c.inputs  # nothing secret in the environment; its arguments name only the bare pods
+    # team-b's `kind: Pod` workload is made again after a kubelet refuses it; team-a has none
+    readmit = ["inference/inference-l4"] if team == "team-b" else []
+    assert c.inputs.get("command", []) == [a for pod in readmit for a in ("--readmit", pod)]
     (upload,) = c.inputs["uploads"]
     assert upload["file"] == "/run/secrets/gpu-tenancy/kubeconfig" and upload["permissions"] == "0400"
     kubeconfig = upload["content"]["secret"]
@@ -476,8 +479,10 @@ def test_release_controller_runs_with_the_lab_on_its_own_least_privilege_token(r
     assert "super" not in kubeconfig and "CERT" not in kubeconfig  # not the admin's credentials
     assert AUTOMATION_TOKEN not in kubeconfig
     role = rec.named(f"{team}-releaser-role").inputs
-    assert role["rules"] == [dict(r) for r in RBAC_RULES]
+    assert role["rules"] == [dict(r) for r in RBAC_RULES + (READMIT_RULES if readmit else ())]
     assert provider_name(rec.named(f"{team}-releaser-role")) == f"{team}-cp-k8s"
+    created = rec.named(f"{team}-releaser-gpu-tenancy-releaser-readmit-create").inputs["spec"]["validations"][0]
+    assert created["expression"].endswith(f"in {readmit}".replace('"', "'"))
     assert "releaser-image" in deps(rec, f"{team}-releaser-container")
     assert f"{team}-releaser-token" in deps(rec, f"{team}-releaser-container")
     # a bound token, renewed by the controller into a volume that outlives the container

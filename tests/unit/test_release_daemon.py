@@ -94,6 +94,9 @@ def test_listen_on_an_address_in_use_is_one_line(capsys, kubeconfig):
         ("--exit-when-unhealthy", "inf"),
         ("--node-selector", "no-equals"),
         ("--log-level", "LOUD"),
+        ("--readmit", "no-slash"),
+        ("--readmit", "ns/"),
+        ("--readmit", "a/b/c"),
     ],
 )
 def test_a_value_that_would_do_nothing_or_fail_later_is_one_line(capsys, kubeconfig, flag, value):

@@ -23,8 +23,11 @@ counts, never names. `/readyz` answers once the first list is done. `/metrics` i
 prometheus_client's. All three listen on loopback unless `--listen` says otherwise (the lab's
 network reaches every tenant's workers); `scrape` reads them from inside the container.
 
+It also makes the stack's bare pods again when a restarted worker's kubelet refuses them at
+admission (`readmit`): a Deployment brings its pods back, a bare pod would stay Failed.
+
 Modules: `controller` (the loop), `lock` (releasing one pod, reading an allocation's outcome),
-`pods` (which pods it keeps), `workqueue`, `metrics`, `policy` (its RBAC and the admission
+`readmit` (making a refused bare pod again), `pods` (which pods it keeps), `workqueue`, `metrics`, `policy` (its RBAC and the admission
 policies narrowing its writes), `daemon` (the process: HTTP, watchdog, token keeper, command
 line), `scrape` (reads its endpoints on loopback); its image's `Dockerfile`. No Pulumi import:
 the lab runs it in a container per tenant (`--kubeconfig` a file the stack uploads, its bound

@@ -9,7 +9,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -22,6 +22,7 @@ from components.gpu import hami_annotations as ha
 from components.ops import hami_reasons
 from components.ops.kube import REQUEST_TIMEOUT, get_json, http_status
 from components.ops.release import lock as lr
+from components.ops.release import readmit as rd
 from components.ops.release.metrics import Metrics
 from components.ops.release.pods import Key, allocating, bind_delay, key_of, stage, unschedulable, worth_handling
 from components.ops.release.policy import EVENT_SOURCE, STUCK_REASON
@@ -103,6 +104,7 @@ class ReleaseController:
         workers: int = WORKERS,
         reason_queue: int = REASON_QUEUE,
         clock: Callable[[], float] = time.monotonic,
+        readmit: Iterable[Key] = (),
     ):
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
@@ -115,6 +117,8 @@ class ReleaseController:
         self.stuck_seconds = stuck_seconds
         self.queue_seconds = queue_seconds
         self.workers = workers
+        # The stack's bare pods, made again when a kubelet refuses them at admission (readmit).
+        self.readmit = frozenset(readmit)
         self._clock = clock
         self.resource_version: str | None = None
         self.synced = threading.Event()
@@ -185,7 +189,7 @@ class ReleaseController:
     def observe(self, pod: Mapping[str, Any]) -> None:
         """Record the pod's newest state; queue it if it is worth handling, else forget it."""
         key = key_of(pod)
-        if not worth_handling(pod):
+        if not (worth_handling(pod) or self._to_readmit(key, pod)):
             self.forget(key)
             return
         now = self._clock()
@@ -198,6 +202,9 @@ class ReleaseController:
                     entry.seen, entry.since, entry.evented = now, None, None
                 entry.obj = pod
         self.queue.add(key)
+
+    def _to_readmit(self, key: Key, pod: Mapping[str, Any]) -> bool:
+        return key in self.readmit and rd.refused_at_admission(pod)
 
     def forget(self, key: Key) -> None:
         """The pod is gone or needs nothing more: drop every trace of it (its backoff too, in the
@@ -229,6 +236,11 @@ class ReleaseController:
             return
         try:
             self.handle(entry.obj, entry.seen, entry)
+        except rd.NotYet as exc:
+            with self._lock:
+                delay = self.queue.add_rate_limited(key) if self._pods.get(key) is entry else None
+            if delay is not None:
+                self._tell_once(key, entry, "readmit-waiting", f"to be made again: {exc}", logging.INFO)
         except lr.NotOurs as exc:
             with self._lock:
                 entry.since = entry.evented = None
@@ -313,6 +325,11 @@ class ReleaseController:
         namespace, name = key = key_of(pod)
         seen = self._clock() if seen is None else seen
         entry = entry if entry is not None else _Pod(pod, seen)
+        if self._to_readmit(key, pod):
+            made = rd.readmit(self.core, pod)
+            self._contact()
+            self.metrics.readmitted.labels(made).inc()
+            return None
         if allocating(pod) and not (pod.get("spec") or {}).get("nodeName"):
             freed = lr.free_lock_at_allocation(self.core, namespace, name, pod, self.node_label)
             self._contact()

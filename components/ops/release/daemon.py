@@ -28,6 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from components.config.names import MOCK_GPU_NODE_LABEL
 from components.ops.bound_token import TokenExpiredError, TokenKeeper
 from components.ops.kube import core_api
+from components.ops.release import readmit
 from components.ops.release.controller import QUEUE_SECONDS, STUCK_SECONDS, WORKERS, ReleaseController
 from components.ops.release.scrape import DEFAULT_HOST, DEFAULT_PORT
 
@@ -153,6 +154,14 @@ def _label(value: str) -> tuple[str, str]:
     return key, val
 
 
+def _pod_key(value: str) -> tuple[str, str]:
+    try:
+        (key,) = readmit.parse([value])
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return key
+
+
 def _listen(value: str) -> tuple[str, int]:
     """HOST:PORT, [IPv6]:PORT or :PORT (loopback); the port is required."""
     host, sep, port = value.rpartition(":")
@@ -242,6 +251,15 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="keep the kubeconfig's bound token renewed in this file and use it (components.ops.bound_token)",
     )
+    parser.add_argument(
+        "--readmit",
+        type=_pod_key,
+        action="append",
+        default=[],
+        metavar="NAMESPACE/NAME",
+        help="a bare pod of the stack's to make again when a kubelet refuses it at admission (a restarted "
+        "worker whose device plugin has not registered yet); repeatable",
+    )
     parser.add_argument("--log-level", type=_level, default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
@@ -274,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         workers=args.workers,
         stuck_seconds=args.stuck_seconds,
         queue_seconds=args.max_queue_wait,
+        readmit=args.readmit,
     )
     if args.once:
         controller.relist()

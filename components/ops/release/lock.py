@@ -78,7 +78,7 @@ def read_named_node(core: Any, node: str) -> dict[str, Any] | None:
         raise
 
 
-def _refusal(exc: BaseException, what: str) -> Refused | None:
+def refusal(exc: BaseException, what: str) -> Refused | None:
     status = http_status(exc)
     if status is not None and 400 <= status < 500 and status not in (404, 409, 429):
         return Refused(status, f"{what}: HTTP {status} {getattr(exc, 'reason', '')}".rstrip())
@@ -137,7 +137,7 @@ def release_node_lock(core: Any, node: str, namespace: str, pod: str, node_obj: 
                 continue
             if http_status(exc) == 404:
                 return LOCK_NODE_GONE
-            if refused := _refusal(exc, f"removing the lock of node {node}"):
+            if refused := refusal(exc, f"removing the lock of node {node}"):
                 raise refused from exc
             raise
     raise RuntimeError(f"node {node}: lock still contended after {CONFLICT_RETRIES} attempts")
@@ -212,7 +212,7 @@ def release_pod(
                     continue
                 if http_status(exc) == 404:
                     return Outcome(POD_GONE, node)
-                if refused := _refusal(exc, f"setting bind-phase success on {namespace}/{pod}"):
+                if refused := refusal(exc, f"setting bind-phase success on {namespace}/{pod}"):
                     raise refused from exc
                 raise
         if released:

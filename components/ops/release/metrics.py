@@ -58,6 +58,12 @@ class Metrics:
         self.events = Counter(
             "gpu_tenancy_pod_events", "Events the controller posted on pods, by reason.", ["reason"], registry=r
         )
+        self.readmitted = Counter(
+            "gpu_tenancy_pods_readmitted",
+            "Stack-declared bare pods a kubelet refused at admission, by outcome (made-again, gone).",
+            ["outcome"],
+            registry=r,
+        )
         self.reasons_dropped = Counter(
             "gpu_tenancy_reason_lookups_dropped", "Pending-reason lookups dropped: their queue was full.", registry=r
         )

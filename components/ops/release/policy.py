@@ -7,18 +7,26 @@ that one ServiceAccount by a match condition, refuse every other change it could
 node or a pod: labels, taints and the rest of the spec, finalizers, owners, any other
 annotation. A third lets it create only the Events it posts: a Warning about a pod, with its
 own reason and source. A stolen controller token can then neither cordon a node, relabel a pod,
-nor write Events that pass for another component's.
+nor write Events that pass for another component's. Where the stack has bare pods to make again
+(readmit), two more let it delete only those pods, and only once a kubelet refused them at
+admission, and create only those pods, for the scheduler to place (no node, none of HAMi's
+placement), with no host namespace, host path, privilege or other ServiceAccount.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from components.config.names import WORKLOAD_LABEL
 from components.gpu import hami_annotations as ha
+from components.ops.release.readmit import HAMI_PREFIX, REFUSED_REASON
 
 NODES_POLICY = "gpu-tenancy-releaser-nodes"
 PODS_POLICY = "gpu-tenancy-releaser-pods"
 EVENTS_POLICY = "gpu-tenancy-releaser-events"
+READMIT_CREATE_POLICY = "gpu-tenancy-releaser-readmit-create"
+READMIT_DELETE_POLICY = "gpu-tenancy-releaser-readmit-delete"
 # Who the Events the controller posts come from, and the reasons it posts.
 EVENT_SOURCE = "gpu-tenancy-release-controller"
 STUCK_REASON = "ReleaseStuck"
@@ -72,8 +80,9 @@ def _policy(
     }
 
 
-def write_policies(user: str) -> list[dict[str, Any]]:
-    """The two policies for the ServiceAccount `user` (system:serviceaccount:<ns>:<name>)."""
+def write_policies(user: str, readmit: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The policies for the ServiceAccount `user` (system:serviceaccount:<ns>:<name>); `readmit`:
+    the bare pods (NAMESPACE/NAME) it may make again (none: it may create and delete no pod)."""
     node_rules = [
         (
             "variables.new.all(k, k in variables.old && variables.new[k] == variables.old[k]) && "
@@ -108,10 +117,41 @@ def write_policies(user: str) -> list[dict[str, Any]]:
             f"may only post Warning Events from {EVENT_SOURCE} with reason {' or '.join(EVENT_REASONS)}",
         ),
     ]
+    named = _cel_list(tuple(sorted(readmit)))
+    create_rules = [
+        (f"(request.namespace + '/' + object.metadata.name) in {named}", f"may only create the pods {named}"),
+        (
+            f"'{WORKLOAD_LABEL}' in object.metadata.?labels.orValue({{}}) && "
+            f"!object.metadata.?annotations.orValue({{}}).exists(k, k.startsWith('{HAMI_PREFIX}'))",
+            f"may only create a pod labelled {WORKLOAD_LABEL}, without {HAMI_PREFIX} annotations",
+        ),
+        ("object.spec.?nodeName.orValue('') == ''", "may only create a pod for the scheduler to place (no nodeName)"),
+        (
+            "!object.spec.?hostNetwork.orValue(false) && !object.spec.?hostPID.orValue(false) && "
+            "!object.spec.?hostIPC.orValue(false) && object.spec.?volumes.orValue([]).all(v, !has(v.hostPath)) && "
+            "object.spec.containers.all(c, !c.?securityContext.?privileged.orValue(false)) && "
+            "object.spec.?initContainers.orValue([]).all(c, !c.?securityContext.?privileged.orValue(false))",
+            "may not create a pod with a host namespace, a host path or a privileged container",
+        ),
+        (
+            "object.spec.?serviceAccountName.orValue('default') == 'default'",
+            "may only create a pod of the namespace's default ServiceAccount",
+        ),
+    ]
+    delete_rules = [
+        (f"(request.namespace + '/' + oldObject.metadata.name) in {named}", f"may only delete the pods {named}"),
+        (
+            f"oldObject.status.?phase.orValue('') == 'Failed' && oldObject.status.?reason.orValue('') == "
+            f"'{REFUSED_REASON}'",
+            f"may only delete a pod a kubelet refused at admission ({REFUSED_REASON})",
+        ),
+    ]
     return [
         _policy(NODES_POLICY, "nodes", "node", node_rules, user),
         _policy(PODS_POLICY, "pods", "pod", pod_rules, user),
         _policy(EVENTS_POLICY, "events", "event", event_rules, user, operation="CREATE"),
+        _policy(READMIT_CREATE_POLICY, "pods", "pod", create_rules, user, operation="CREATE"),
+        _policy(READMIT_DELETE_POLICY, "pods", "pod", delete_rules, user, operation="DELETE"),
     ]
 
 
@@ -134,3 +174,9 @@ RBAC_RULES: tuple[dict[str, Any], ...] = (
     # list: HAMi's reasons for a Pending pod; create: a stuck pod's Event (narrowed by EVENTS_POLICY).
     {"apiGroups": [""], "resources": ["events"], "verbs": ["list", "create"]},
 )
+# With bare pods to make again (narrowed to those pods by the readmit policies).
+READMIT_RULES: tuple[dict[str, Any], ...] = ({"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete"]},)
+
+
+def rbac_rules(readmit: Sequence[str] = ()) -> tuple[dict[str, Any], ...]:
+    return RBAC_RULES + (READMIT_RULES if readmit else ())
