@@ -83,9 +83,7 @@ class ReleaseController(pulumi.ComponentResource):
         )
         on_tenant = pulumi.ResourceOptions(parent=self, provider=args.provider)
         self.policies = []
-        for spec in release_policy.write_policies(
-            f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}", args.readmit
-        ):
+        for spec in release_policy.write_policies(f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}", args.readmit):
             policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
                 f"{name}-{spec['metadata']['name']}",
                 metadata=spec["metadata"],

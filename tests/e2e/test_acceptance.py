@@ -20,6 +20,7 @@ from kubernetes import client
 from components.gpu import hami_annotations as ha
 from components.ops import hami_reasons
 from components.ops.waiting import TimedOut, wait_until
+from tests.support.gpu_pods import create_gpu_pod
 from tests.support.waits import settles
 
 pytestmark = pytest.mark.e2e
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.e2e
 NAMESPACE = "default"
 PREFIX = f"acceptance-{uuid.uuid4().hex[:6]}"
 IMAGE = {"ref": ""}  # the stack's workload image (workload_image), set once the module's fixture runs
+SLEEP = ["sleep", "infinity"]
 
 
 def node_names(core) -> set[str]:
@@ -73,25 +75,7 @@ def gpu_namespace(team_a, workload_image):
 
 
 def gpu_pod(core, name: str, mem: int, cores: int) -> str:
-    name = f"{PREFIX}-{name}"
-    limits = {ha.RES_GPUMEM: str(mem), ha.RES_GPUCORES: str(cores)}
-    core.create_namespaced_pod(
-        NAMESPACE,
-        client.V1Pod(
-            metadata=client.V1ObjectMeta(name=name),
-            spec=client.V1PodSpec(
-                containers=[
-                    client.V1Container(
-                        name="c",
-                        image=IMAGE["ref"],
-                        command=["sleep", "infinity"],
-                        resources=client.V1ResourceRequirements(limits=limits),
-                    )
-                ]
-            ),
-        ),
-    )
-    return name
+    return create_gpu_pod(core, NAMESPACE, f"{PREFIX}-{name}", mem, cores, image=IMAGE["ref"], command=SLEEP)
 
 
 def wait_scheduled(core, name: str, timeout: float = 120) -> client.V1Pod:

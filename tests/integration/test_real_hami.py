@@ -21,6 +21,7 @@ from components.ops.release import controller as rc
 from components.ops.waiting import TimedOut, wait_until
 from components.tenant.gpu_quota import quota_hard
 from tests.support.cluster import start_cluster
+from tests.support.gpu_pods import create_gpu_pod
 from tests.support.real_hami import SKIP_REASON, RealHami, add_gpu_node, binary
 from tests.support.tools import require
 
@@ -66,20 +67,7 @@ def ns(lab):
 
 def gpu_pod(core, ns: str, name: str, mem: int, cores: int) -> None:
     """Created with the plain API client, as a team's kubectl would: nothing of the stack's."""
-    limits = {ha.RES_GPUMEM: str(mem), ha.RES_GPUCORES: str(cores)}
-    core.create_namespaced_pod(
-        ns,
-        client.V1Pod(
-            metadata=client.V1ObjectMeta(name=name),
-            spec=client.V1PodSpec(
-                containers=[
-                    client.V1Container(
-                        name="c", image="busybox", resources=client.V1ResourceRequirements(limits=limits)
-                    )
-                ]
-            ),
-        ),
-    )
+    create_gpu_pod(core, ns, name, mem, cores)
 
 
 def wait_bound(core, ns: str, name: str, timeout: float = 120) -> client.V1Pod:

@@ -26,6 +26,7 @@ from components.ops.kube import core_api
 from components.ops.webhook_probe import probe_once
 from tests.support.dev_lab import DevLab, Sampler, dev_lab
 from tests.support.docker_lab import docker
+from tests.support.gpu_pods import create_gpu_pod
 from tests.support.waits import settles
 
 pytestmark = pytest.mark.lab
@@ -95,23 +96,7 @@ def _all_answer(lab: DevLab) -> bool:
 
 
 def _gpu_pod_released(core: Any, namespace: str, name: str, image: str) -> bool:
-    limits = {ha.RES_GPUMEM: "1000", ha.RES_GPUCORES: "5"}
-    core.create_namespaced_pod(
-        namespace,
-        client.V1Pod(
-            metadata=client.V1ObjectMeta(name=name),
-            spec=client.V1PodSpec(
-                containers=[
-                    client.V1Container(
-                        name="c",
-                        image=image,
-                        command=["sleep", "infinity"],
-                        resources=client.V1ResourceRequirements(limits=limits),
-                    )
-                ]
-            ),
-        ),
-    )
+    create_gpu_pod(core, namespace, name, 1000, 5, image=image, command=["sleep", "infinity"])
     try:
         return settles(
             lambda: (

@@ -15,6 +15,7 @@ from kubernetes import client
 from components.config.names import MOCK_GPU_NODE_LABEL
 from components.gpu import hami_annotations as ha
 from components.ops.waiting import TimedOut, wait_until
+from tests.support.gpu_pods import create_gpu_pod
 from tests.support.waits import settles
 
 
@@ -114,22 +115,7 @@ def hami_event(core: client.CoreV1Api, namespace: str, pod: str, reason: str, me
 
 def new_pod(core: client.CoreV1Api, namespace: str, name: str, scheduler: str | None = None) -> None:
     """A plain pod, created with the API client as a team would (not by the stack)."""
-    core.create_namespaced_pod(
-        namespace,
-        client.V1Pod(
-            metadata=client.V1ObjectMeta(name=name),
-            spec=client.V1PodSpec(
-                scheduler_name=scheduler,
-                containers=[
-                    client.V1Container(
-                        name="c",
-                        image="busybox",
-                        resources=client.V1ResourceRequirements(limits={ha.RES_GPUMEM: "8000", ha.RES_GPUCORES: "10"}),
-                    )
-                ],
-            ),
-        ),
-    )
+    create_gpu_pod(core, namespace, name, 8000, 10, scheduler=scheduler)
 
 
 def wait_released(core: client.CoreV1Api, namespace: str, pod: str, node: str, timeout: float = 30) -> float:

@@ -8,17 +8,7 @@ import time
 import pytest
 
 from components.ops.control_plane_settle import ControlPlaneUnsettledError, Observation, wait_settled
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
+from tests.support.clock import FakeClock
 
 
 def looks(*seen: str):
@@ -32,7 +22,7 @@ def looks(*seen: str):
 
 
 def test_it_waits_for_a_whole_window_of_good_answers():
-    clock = Clock()
+    clock = FakeClock()
     waited = wait_settled(looks("connection refused", ""), settle=5, timeout=60, clock=clock, sleep=clock.sleep)
     assert waited == 6  # one refused look, then 5 s of good ones
 
@@ -46,7 +36,7 @@ def test_it_waits_for_a_whole_window_of_good_answers():
     ],
 )
 def test_a_break_inside_the_window_starts_it_again(problem):
-    clock = Clock()
+    clock = FakeClock()
     seen = ["", "", "", problem, ""]
     waited = wait_settled(looks(*seen), settle=5, timeout=60, clock=clock, sleep=clock.sleep)
     assert waited == 3 + 1 + 5  # three good looks lost to the break

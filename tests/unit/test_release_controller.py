@@ -18,6 +18,7 @@ from kubernetes.client import ApiException
 from components.config.names import MOCK_GPU_NODE_LABEL
 from components.gpu import hami_annotations as ha
 from components.ops.release import controller as rc
+from tests.support.clock import FakeClock
 from tests.support.fake_kube import FakeCore
 from tests.support.waits import settles
 
@@ -54,19 +55,6 @@ class EventCore(FakeCore):
     def create_namespaced_event(self, namespace: str, body: dict, **_kw) -> None:
         self._call("create_namespaced_event", f"{namespace}/{body['involvedObject']['name']}")
         self.events.append(body)
-
-
-class Clock:
-    """A monotonic clock the test moves."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @pytest.fixture
@@ -125,7 +113,7 @@ def test_a_4xx_on_a_node_a_pod_names_is_not_ours(core, status):
 
 @pytest.mark.parametrize("status", [400, 403, 422])
 def test_a_refused_write_is_retried_with_the_pods_own_backoff_and_the_others_go_on(core, status, caplog):
-    clock = Clock()
+    clock = FakeClock(1000.0)
     c = controller(core, stuck_seconds=60, clock=clock)
     refused = allocating(core, "refused", "gpu-0")
     core.fail("patch_namespaced_pod", f"{NS}/refused", status)
@@ -355,7 +343,7 @@ def test_refused_pod_never_restarts_controller(core):
     """A pod whose release is refused for ever, over ten minutes: the controller stays healthy at
     every watchdog check (so --exit-when-unhealthy never fires), the pod is counted stuck and told
     once on the pod itself, and every other pod is released meanwhile."""
-    clock = Clock()
+    clock = FakeClock(1000.0)
     c = controller(core, clock=clock, pod_backoff_max=30, stuck_seconds=60)
     core.add_node("gpu-1", labels=MOCK)
     core.fail("patch_namespaced_pod", f"{NS}/refused", 403)
@@ -383,7 +371,7 @@ def test_refused_pod_never_restarts_controller(core):
 
 
 def test_a_stuck_pod_is_told_again_while_it_lasts_and_afresh_after_a_release(core):
-    clock = Clock()
+    clock = FakeClock(1000.0)
     c = controller(core, clock=clock, pod_backoff_max=30, stuck_seconds=60)
     core.fail("patch_namespaced_pod", f"{NS}/refused", 422)
     c.observe(allocating(core, "refused", "gpu-0"))
@@ -405,7 +393,7 @@ def test_a_stuck_pod_is_told_again_while_it_lasts_and_afresh_after_a_release(cor
 
 
 def test_an_event_that_cannot_be_posted_is_counted_and_changes_nothing_else(core):
-    clock = Clock()
+    clock = FakeClock(1000.0)
     c = controller(core, clock=clock, stuck_seconds=1)
     core.fail("patch_namespaced_pod", f"{NS}/refused", 403)
     core.fail("create_namespaced_event", f"{NS}/refused", 403)
@@ -418,7 +406,7 @@ def test_an_event_that_cannot_be_posted_is_counted_and_changes_nothing_else(core
 
 
 def test_health_says_counts_never_names(core):
-    clock = Clock()
+    clock = FakeClock(1000.0)
     c = controller(core, clock=clock, stuck_seconds=1)
     for i in range(7):
         core.add_node(f"n{i}", labels=MOCK)
@@ -438,7 +426,7 @@ def test_health_says_counts_never_names(core):
 def test_health_fails_when_no_worker_takes_a_ready_pod(core):
     """Queue age: a pod ready for a worker and left waiting means the workers are wedged; pods
     waiting out their own backoff are not counted (they wait by design)."""
-    clock = Clock()
+    clock = FakeClock(1000.0)
     c = controller(core, clock=clock, queue_seconds=120, pod_backoff_max=600)
     core.fail("patch_namespaced_pod", f"{NS}/slow", 503)
     c.observe(allocating(core, "slow", "gpu-0"))
@@ -489,7 +477,7 @@ def _deleted_during(c: rc.ReleaseController, core: EventCore, verb: str, pod: st
 @pytest.mark.parametrize("status", [500, 503, 429])
 def test_a_pod_deleted_while_its_release_fails_leaves_no_phantom(core, status):
     """Deleted, then its in-flight release answers 5xx: no retry, no backoff, no stuck pod."""
-    clock = Clock()
+    clock = FakeClock(1000.0)
     c = controller(core, clock=clock, stuck_seconds=1)
     c.observe(allocating(core, "doomed", "gpu-0"))
     _deleted_during(c, core, "patch_node", "doomed", status)
@@ -504,7 +492,7 @@ def test_a_pod_deleted_while_its_release_fails_leaves_no_phantom(core, status):
 
 def test_a_pod_forgotten_before_its_handling_starts_leaves_no_phantom(core, monkeypatch):
     """The DELETED event between a worker taking the pod and its handling: still no stuck pod."""
-    clock = Clock()
+    clock = FakeClock(1000.0)
     c = controller(core, clock=clock, stuck_seconds=1)
     core.fail("patch_namespaced_pod", f"{NS}/doomed", 503)
     real = c.handle

@@ -27,9 +27,10 @@ It also makes the stack's bare pods again when a restarted worker's kubelet refu
 admission (`readmit`): a Deployment brings its pods back, a bare pod would stay Failed.
 
 Modules: `controller` (the loop), `lock` (releasing one pod, reading an allocation's outcome),
-`readmit` (making a refused bare pod again), `pods` (which pods it keeps), `workqueue`, `metrics`, `policy` (its RBAC and the admission
-policies narrowing its writes), `daemon` (the process: HTTP, watchdog, token keeper, command
-line), `scrape` (reads its endpoints on loopback); its image's `Dockerfile`. No Pulumi import:
+`readmit` (making a refused bare pod again), `pods` (which pods it keeps), `workqueue`, `metrics`,
+`policy` (its RBAC and the admission policies narrowing its writes), `daemon` (the process: HTTP,
+watchdog, token keeper, command line), `scrape` (reads its endpoints on loopback); its image's
+`Dockerfile`. No Pulumi import:
 the lab runs it in a container per tenant (`--kubeconfig` a file the stack uploads, its bound
 token renewed with `--token-file`), and `python -m components.ops.release` runs it anywhere else.
 """

@@ -119,7 +119,7 @@ def write_policies(user: str, readmit: Sequence[str] = ()) -> list[dict[str, Any
     ]
     named = _cel_list(tuple(sorted(readmit)))
     create_rules = [
-        (f"(request.namespace + '/' + object.metadata.name) in {named}", f"may only create the pods {named}"),
+        (f"(request.namespace + '/' + request.name) in {named}", f"may only create the pods {named}"),
         (
             f"'{WORKLOAD_LABEL}' in object.metadata.?labels.orValue({{}}) && "
             f"!object.metadata.?annotations.orValue({{}}).exists(k, k.startsWith('{HAMI_PREFIX}'))",
@@ -129,7 +129,7 @@ def write_policies(user: str, readmit: Sequence[str] = ()) -> list[dict[str, Any
         (
             "!object.spec.?hostNetwork.orValue(false) && !object.spec.?hostPID.orValue(false) && "
             "!object.spec.?hostIPC.orValue(false) && object.spec.?volumes.orValue([]).all(v, !has(v.hostPath)) && "
-            "object.spec.containers.all(c, !c.?securityContext.?privileged.orValue(false)) && "
+            "object.spec.?containers.orValue([]).all(c, !c.?securityContext.?privileged.orValue(false)) && "
             "object.spec.?initContainers.orValue([]).all(c, !c.?securityContext.?privileged.orValue(false))",
             "may not create a pod with a host namespace, a host path or a privileged container",
         ),
@@ -139,7 +139,7 @@ def write_policies(user: str, readmit: Sequence[str] = ()) -> list[dict[str, Any
         ),
     ]
     delete_rules = [
-        (f"(request.namespace + '/' + oldObject.metadata.name) in {named}", f"may only delete the pods {named}"),
+        (f"(request.namespace + '/' + request.name) in {named}", f"may only delete the pods {named}"),
         (
             f"oldObject.status.?phase.orValue('') == 'Failed' && oldObject.status.?reason.orValue('') == "
             f"'{REFUSED_REASON}'",

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import copy
 import logging
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from components.ops.kube import get_json_or_none, http_status
 from components.ops.release.lock import read_named_node, refusal
 from components.ops.release.pods import Key, key_of
+from components.ops.waiting import TimedOut, wait_until
 
 log = logging.getLogger("gpu-tenancy.release-controller")
 
@@ -132,26 +132,28 @@ def readmit(core: Any, pod: Mapping[str, Any], create_seconds: float = CREATE_SE
         if http_status(exc) in (404, 409):  # gone, or another pod by that name now: not ours
             return GONE
         raise (refusal(exc, "deleting the refused pod") or exc) from exc
-    deadline = time.monotonic() + create_seconds
-    delay = 0.2
-    while True:
+
+    def made() -> str | None:
         try:
             core.create_namespaced_pod(namespace, body, _preload_content=False)
-            break
+            return MADE_AGAIN
         except Exception as exc:
             status = http_status(exc)
             if status == 409:  # the name is not free yet, or another pod took it meanwhile
                 current = get_json_or_none(core.read_namespaced_pod, name, namespace) or {}
                 meta = current.get("metadata") or {}
-                if meta and meta.get("uid") != uid and not meta.get("deletionTimestamp"):
-                    return GONE
-            elif (refused := refusal(exc, "making it again")) is not None:
+                return GONE if meta and meta.get("uid") != uid and not meta.get("deletionTimestamp") else None
+            if (refused := refusal(exc, "making it again")) is not None:
                 log.error("%s/%s: deleted, and its copy refused: %s", namespace, name, exc)
                 raise refused from exc
-            if time.monotonic() >= deadline:
-                log.error("%s/%s: deleted, not made again within %.0f s: %s", namespace, name, create_seconds, exc)
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            return None  # a server error, throttling: again
+
+    try:
+        outcome = wait_until(made, timeout=create_seconds, interval=1.0, what=f"{namespace}/{name} made again")
+    except TimedOut:
+        log.error("%s/%s: deleted, not made again within %.0f s", namespace, name, create_seconds)
+        raise
+    if outcome == GONE:
+        return GONE
     log.info("%s/%s: refused at admission on %s; made again", namespace, name, node_name or "?")
     return MADE_AGAIN
