@@ -20,8 +20,9 @@ from components.ops.kube import cluster_ca, core_api, get_json, token_kubeconfig
 from components.ops.release import controller as rc
 from components.ops.release import policy as release_policy
 from components.ops.release import readmit
-from tests.support.cluster import add_node
+from tests.support.cluster import add_node, start_cluster
 from tests.support.hami_stand_in import hami_bind, new_pod, wait_released
+from tests.support.tools import require
 from tests.support.waits import settles
 
 pytestmark = pytest.mark.integration
@@ -29,6 +30,16 @@ ACCOUNT, NAMESPACE = "gpu-tenancy-releaser", "kube-system"
 USER = f"system:serviceaccount:{NAMESPACE}:{ACCOUNT}"
 # The bare pods the controller is told to make again (the stack's `kind: Pod` workloads).
 READMIT = ("default/readmit-a", "default/readmit-b")
+
+
+@pytest.fixture(scope="module")
+def cluster(tools):
+    """An API server of this module's own that allows privileged containers, as a tenant's does
+    (kubeadm's default): a privileged pod is then refused by the policies, not by validation."""
+    require(tools, "kube-apiserver", "etcd", "openssl")
+    c = start_cluster(tools, api_args=["--allow-privileged=true"])
+    yield c
+    c.stop()
 
 
 @pytest.fixture(scope="module")
@@ -234,7 +245,7 @@ def refused_by_kubelet(core, name: str, node: str) -> dict:
 
 def gone(core, name: str) -> None:
     core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
-    assert settles(lambda: name not in {p.metadata.name for p in core.list_namespaced_pod("default").items}, 30)
+    assert settles(lambda: name not in {p.metadata.name for p in core.list_namespaced_pod("default").items}, timeout=30)
 
 
 def test_a_refused_declared_pod_is_made_again_through_the_policies(cluster, releaser, node):
