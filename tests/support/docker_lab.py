@@ -7,6 +7,7 @@ Where a prerequisite is missing the tier is skipped naming it, unless GPU_TENANC
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import subprocess
@@ -125,7 +126,7 @@ class DockerLab:
         self.network = f"{self.prefix}-net"
         self.network_id = docker("network", "create", self.network)
         ipam = json.loads(docker("network", "inspect", "--format", "{{json .IPAM.Config}}", self.network_id))
-        self.gateway = ipam[0]["Gateway"]
+        self.gateway = ipam[0].get("Gateway") or str(ipaddress.ip_network(ipam[0]["Subnet"])[1])
         return self
 
     def start_node(

@@ -4,6 +4,8 @@ alone), filled by tools/lab/mirror-push.sh. Nodes on a lab network reach it thro
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import os
 import shutil
 import socket
@@ -46,7 +48,11 @@ def free_port(address: str) -> int:
 
 
 def bridge_gateway() -> str:
-    return docker("network", "inspect", "bridge", "--format", "{{(index .IPAM.Config 0).Gateway}}")
+    """The default bridge's address on the host. A fresh engine may list only the subnet (no
+    Gateway in its IPAM config): Docker gives the bridge the subnet's first address then."""
+    found = docker("network", "inspect", "bridge", "--format", "{{json (index .IPAM.Config 0)}}")
+    config = json.loads(found)
+    return config.get("Gateway") or str(ipaddress.ip_network(config["Subnet"])[1])
 
 
 @contextmanager

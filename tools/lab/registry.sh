@@ -55,14 +55,23 @@ url() { # url ADDR:PORT [TLS] (an IPv6 address in brackets already; TLS non-empt
   if [ -n "${2:-}" ]; then echo "https://$1"; else echo "http://$1"; fi
 }
 
+# gateways NETWORK...: each network's gateway addresses. A fresh engine may list only a subnet (no
+# Gateway in its IPAM config): Docker gives the bridge the subnet's first address then.
+gateways() {
+  docker network inspect -f '{{range .IPAM.Config}}{{if .Gateway}}{{.Gateway}}{{else}}{{.Subnet}}{{end}} {{end}}' "$@" |
+    python3 -c 'import ipaddress, sys
+print(" ".join(str(ipaddress.ip_network(w)[1]) if "/" in w else w for w in sys.stdin.read().split()))'
+}
+
 docker_gateways() {
   local ids
   ids=$(docker network ls -q) || return 1
-  [ -z "$ids" ] || echo "$ids" | xargs docker network inspect -f '{{range .IPAM.Config}}{{.Gateway}} {{end}}'
+  # shellcheck disable=SC2086 # one id per word
+  [ -z "$ids" ] || gateways $ids
 }
 
 bridge_gateway() {
-  docker network inspect bridge -f '{{range .IPAM.Config}}{{.Gateway}} {{end}}' 2>/dev/null | awk '{print $1}'
+  gateways bridge 2>/dev/null | awk '{print $1}'
 }
 
 is_loopback() { case "$1" in 127.*|::1|localhost) return 0 ;; *) return 1 ;; esac; }
