@@ -1,4 +1,4 @@
-"""Has HAMi's scheduler registered the cards of the tenant's nodes?
+"""Has HAMi's scheduler registered the cards of the tenant's nodes, and do their kubelets offer them?
 
 HAMi registers a node's cards on a 15 s ticker (v2.8.3: only once `nvidia.com/gpu` allocatable
 is non-zero). A GPU pod created before that is refused, and kube-scheduler retries it only on
@@ -6,6 +6,10 @@ a later cluster event or after 5 minutes. So workloads wait for this check: HAMi
 read through the tenant API server's service proxy (the same Konnectivity path the webhook
 needs), list one sample per registered card. 2.8.3 names it `GPUDeviceMemoryLimit{nodeid,
 deviceuuid}`, 2.10 `hami_gpu_memory_limit_bytes{node, device_uuid}`; both are read.
+HAMi takes a node's cards from its annotation (the stack writes it), not from the node's kubelet:
+a GPU pod HAMi binds to a node whose device plugin has not registered yet (a worker just joined or
+replaced) is refused by that kubelet at admission. So each node must also offer the plugin's
+resources (allocatable nvidia.com/gpumem and gpucores > 0).
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from components.config.names import HAMI_NAMESPACE
-from components.ops.kube import http_status
+from components.config.names import HAMI_NAMESPACE, MOCK_GPU_NODE_LABEL
+from components.ops.kube import get_json, http_status
+from components.ops.node_capacity import PLUGIN_RESOURCES, offers
 from components.ops.waiting import TimedOut, wait_until
 
 # The chart's scheduler Service and its metrics port name.
@@ -62,10 +67,29 @@ def missing(expected: Mapping[str, Sequence[str]], found: Mapping[str, set[str]]
     return out
 
 
+def not_offered(core: Any, nodes: Sequence[str]) -> list[str]:
+    """The nodes whose kubelet does not offer the device plugin's resources (yet)."""
+    listed = get_json(core.list_node, label_selector="=".join(MOCK_GPU_NODE_LABEL))
+    ready = {(n.get("metadata") or {}).get("name") for n in listed.get("items", []) if offers(n)}
+    return sorted(set(nodes) - ready)
+
+
 def check(core: Any, expected: Mapping[str, Sequence[str]]) -> tuple[dict[str, list[str]], str]:
-    """One look: (missing cards by node, why the metrics could not be read or '')."""
+    """One look: (missing cards by node, why: the metrics could not be read, a kubelet does not
+    offer the cards yet, or '')."""
     try:
-        return missing(expected, registered(core)), ""
+        absent = missing(expected, registered(core))
+        waiting = [n for n in not_offered(core, list(expected)) if n not in absent]
+        for node in waiting:
+            absent[node] = list(expected[node])
+        why = (
+            f"HAMi lists the cards, but the kubelet of {', '.join(waiting)} does not offer "
+            f"{' and '.join(PLUGIN_RESOURCES)} yet: the mock device plugin has not registered with it "
+            f"(kubectl -n {HAMI_NAMESPACE} get pods -o wide; a GPU pod bound there now would be refused)"
+            if waiting
+            else ""
+        )
+        return absent, why
     except Exception as exc:
         status = http_status(exc)
         if status is None and not isinstance(exc, ValueError | OSError):

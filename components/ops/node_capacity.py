@@ -5,10 +5,21 @@ set through an ordinary node patch, only through the status subresource."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from components.gpu.hami_annotations import RES_GPU
+from components.gpu.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM
 from components.ops.kube import get_json_or_none, http_status
+
+# What the mock device plugin advertises once it has registered with the node's kubelet: until
+# then a GPU pod bound there is refused at admission (UnexpectedAdmissionError).
+PLUGIN_RESOURCES = (RES_GPUMEM, RES_GPUCORES)
+
+
+def offers(node: Mapping[str, Any], resources: Iterable[str] = PLUGIN_RESOURCES) -> bool:
+    """Whether the node's kubelet offers each resource (allocatable > 0: its device plugin registered)."""
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    return all(str(allocatable.get(r, "0")) not in ("0", "") for r in resources)
 
 
 def _status_patch(count: int | None) -> dict[str, Any]:

@@ -12,8 +12,9 @@ import pytest
 from kubernetes import client
 
 from components.config.names import HAMI_NAMESPACE
+from components.gpu import hami_annotations as ha
 from components.ops import hami_registration as hr
-from tests.support.cluster import free_port, routable_ip
+from tests.support.cluster import add_node, free_port, routable_ip
 
 pytestmark = pytest.mark.integration
 EXPECTED = {"n1": ["GPU-a-n1-0"], "n2": ["GPU-a-n2-0", "GPU-a-n2-1"]}
@@ -42,9 +43,19 @@ def v210(node: str, dev: str) -> str:
     return f'hami_gpu_memory_limit_bytes{{device_index="0",device_type="NVIDIA",device_uuid="{dev}",node="{node}"}} 1\n'
 
 
+def offer(core, node: str, on: bool) -> None:
+    """What the mock device plugin's registration with the node's kubelet shows (or its absence)."""
+    value = "100" if on else "0"
+    resources = {ha.RES_GPUMEM: value, ha.RES_GPUCORES: value}
+    core.patch_node_status(node, {"status": {"capacity": resources, "allocatable": resources}})
+
+
 @pytest.fixture
 def hami_metrics(cluster):
     core = cluster.core()
+    for node in EXPECTED:
+        add_node(cluster, node)
+        offer(core, node, True)
     ip, port = routable_ip(), free_port()
     server = ThreadingHTTPServer((ip, port), Metrics)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -86,6 +97,8 @@ def hami_metrics(cluster):
             if exc.status != 404:
                 raise
     core.delete_namespaced_pod(pod_name, HAMI_NAMESPACE, grace_period_seconds=0)
+    for node in EXPECTED:
+        core.delete_node(node)
 
 
 @pytest.mark.parametrize("metric", [v283, v210], ids=["hami-2.8.3", "hami-2.10"])
@@ -103,6 +116,19 @@ def test_a_node_not_registered_in_time_is_named_with_the_likely_cause(cluster, h
     text = str(err.value)
     assert "n2 (1 of 2 cards missing)" in text and "n1" not in text.split("within")[0]
     assert "nvidia.com/gpu > 0" in text and "hami.io/node-nvidia-register" in text
+
+
+def test_a_node_whose_kubelet_does_not_offer_the_cards_yet_is_named(cluster, hami_metrics):
+    hami_metrics(ready=True)
+    Metrics.text = "".join(v210(n, d) for n, devs in EXPECTED.items() for d in devs)
+    offer(cluster.core(), "n2", False)
+    with pytest.raises(hr.NotRegisteredError) as err:
+        hr.wait_registered(cluster.core(), EXPECTED, timeout=2, interval=0.5)
+    text = str(err.value)
+    assert "n2 (2 of 2 cards missing)" in text and "n1" not in text.split("within")[0]
+    assert "kubelet of n2 does not offer nvidia.com/gpumem and nvidia.com/gpucores" in text
+    offer(cluster.core(), "n2", True)
+    assert hr.wait_registered(cluster.core(), EXPECTED, timeout=10, interval=0.5) == {"n1": 1, "n2": 2}
 
 
 def test_no_ready_scheduler_is_said_so(cluster, hami_metrics):

@@ -203,7 +203,8 @@ def test_team_b_upgraded_through_the_plan_with_its_worker_replaced(lab):
     assert node.status.node_info.kubelet_version == UPGRADE_TO
     assert docker("inspect", "--format", "{{.Id}}", worker) != before  # a new container of the new image
     pod = team_b.read_namespaced_pod("inference-l4", "inference")
-    assert pod.status.phase == "Running" and pod.metadata.annotations.get(ha.BIND_PHASE) == ha.PHASE_SUCCESS
+    why = (pod.status.phase, pod.status.reason, pod.status.message, pod.metadata.annotations)
+    assert pod.status.phase == "Running" and pod.metadata.annotations.get(ha.BIND_PHASE) == ha.PHASE_SUCCESS, why
     assert lab.up("--expect-no-changes").returncode == 0
     print(f"\n[measured] team-b upgraded to {UPGRADE_TO} in {lab.seconds['team-b upgraded']:.0f} s")
 

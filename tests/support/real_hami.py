@@ -29,7 +29,7 @@ from kubernetes import client
 from components.config.model import GpuFleet, HamiConfig
 from components.config.names import HAMI_NAMESPACE, MOCK_GPU_NODE_LABEL
 from components.gpu import hami_annotations as ha
-from components.gpu.inventory import gpu_capacity, node_devices
+from components.gpu.inventory import advertised_resources, node_devices
 from components.ops import hami_registration
 from components.tenant.hami import extender_args, scheduler_device_config
 from tests.support.cluster import TestCluster, add_node, free_port, routable_ip, self_signed, stop_processes
@@ -49,7 +49,8 @@ def binary() -> str | None:
 
 
 def add_gpu_node(cluster: TestCluster, tenant: str, name: str, fleet: GpuFleet) -> list[str]:
-    """A node with this project's inventory, as MockGpuInventory writes it; returns its card ids."""
+    """A node with this project's inventory, as MockGpuInventory writes it, and the resources the
+    mock device plugin's registration with its kubelet shows; returns its card ids."""
     add_node(cluster, name)
     core = cluster.core()
     devices = node_devices(tenant, name, fleet)
@@ -57,8 +58,8 @@ def add_gpu_node(cluster: TestCluster, tenant: str, name: str, fleet: GpuFleet) 
     core.patch_node(
         name, {"metadata": {"labels": labels, "annotations": {ha.NODE_REGISTER: ha.encode_node_register(devices)}}}
     )
-    count = str(gpu_capacity(fleet))
-    core.patch_node_status(name, {"status": {"capacity": {ha.RES_GPU: count}, "allocatable": {ha.RES_GPU: count}}})
+    resources = advertised_resources(fleet)
+    core.patch_node_status(name, {"status": {"capacity": resources, "allocatable": resources}})
     return [d.id for d in devices]
 
 

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 from kubernetes.client import ApiException
 
+from components.gpu import hami_annotations as ha
 from components.ops import bootstrap, hami_registration, webhook_probe
 from tests.support.fake_kube import FakeCore
 
@@ -68,13 +69,40 @@ def metrics(text: str):
     return SimpleNamespace(data=text.encode())
 
 
+def nodes(*offered: str, waiting: tuple[str, ...] = ()):
+    """The mock-GPU nodes as listed: `offered` with the plugin's resources allocatable, `waiting` without."""
+
+    def node(name: str, on: bool) -> dict:
+        value = "100" if on else "0"
+        return {"metadata": {"name": name}, "status": {"allocatable": {ha.RES_GPUMEM: value, ha.RES_GPUCORES: value}}}
+
+    items = [node(n, True) for n in offered] + [node(n, False) for n in waiting]
+    return SimpleNamespace(data=json.dumps({"items": items}).encode())
+
+
 def test_registration_waits_until_every_card_is_listed():
     proxy = Sequenced(
         ApiException(status=503, reason="Service Unavailable"), metrics(METRICS_283), metrics(METRICS_BOTH)
     )
-    core = SimpleNamespace(connect_get_namespaced_service_proxy_with_path=proxy)
+    core = SimpleNamespace(connect_get_namespaced_service_proxy_with_path=proxy, list_node=Sequenced(nodes("n0")))
     assert hami_registration.wait_registered(core, {"n0": ["GPU-0", "GPU-1"]}, timeout=5, interval=0) == {"n0": 2}
     assert proxy.calls == 3
+
+
+def test_registration_waits_until_each_kubelet_offers_the_cards():
+    """HAMi lists the cards from the annotation; a node whose device plugin has not registered
+    with its kubelet would refuse a GPU pod at admission: the gate waits for it, and names it."""
+    core = SimpleNamespace(
+        connect_get_namespaced_service_proxy_with_path=Sequenced(metrics(METRICS_BOTH)),
+        list_node=Sequenced(nodes(waiting=("n0",))),
+    )
+    with pytest.raises(hami_registration.NotRegisteredError) as err:
+        hami_registration.wait_registered(core, {"n0": ["GPU-0", "GPU-1"]}, timeout=0.05, interval=0.01)
+    text = str(err.value)
+    assert "n0 (2 of 2 cards missing)" in text and "kubelet of n0 does not offer nvidia.com/gpumem" in text
+    core.list_node = Sequenced(nodes(waiting=("n0",)), nodes(), nodes("n0"))  # not listed, then offered
+    assert hami_registration.wait_registered(core, {"n0": ["GPU-0", "GPU-1"]}, timeout=5, interval=0) == {"n0": 2}
+    assert core.list_node.calls == 3
 
 
 @pytest.mark.parametrize(
@@ -85,7 +113,9 @@ def test_registration_waits_until_every_card_is_listed():
     ],
 )
 def test_registration_names_the_missing_cards_and_the_cause(answer, cause):
-    core = SimpleNamespace(connect_get_namespaced_service_proxy_with_path=Sequenced(answer))
+    core = SimpleNamespace(
+        connect_get_namespaced_service_proxy_with_path=Sequenced(answer), list_node=Sequenced(nodes("n0"))
+    )
     with pytest.raises(hami_registration.NotRegisteredError) as err:
         hami_registration.wait_registered(core, {"n0": ["GPU-0", "GPU-1"]}, timeout=0.05, interval=0.01)
     text = str(err.value)

@@ -12,6 +12,7 @@ import pytest
 
 from components.config.names import MOCK_GPU_NODE_LABEL, WORKLOAD_LABEL
 from components.gpu import hami_annotations as ha
+from components.ops.node_capacity import offers
 from components.ops.release import controller as rc
 from components.ops.release import lock as lr
 from components.ops.release import readmit as rd
@@ -105,9 +106,9 @@ def test_the_copy_is_the_declared_pod_placed_afresh():
 def test_only_device_plugin_resources_are_waited_for():
     pod = {"spec": {"containers": [{"resources": {"limits": LIMITS}}, {"resources": {}}]}}
     assert rd.extended_limits(pod) == {ha.RES_GPU, ha.RES_GPUMEM, ha.RES_GPUCORES}
-    assert rd.offers({"status": {"allocatable": {ha.RES_GPU: "4", ha.RES_GPUMEM: "1"}}}, [ha.RES_GPU, ha.RES_GPUMEM])
-    assert not rd.offers({"status": {"allocatable": {ha.RES_GPU: "4", ha.RES_GPUMEM: "0"}}}, [ha.RES_GPUMEM])
-    assert not rd.offers({"status": {}}, [ha.RES_GPU])
+    assert offers({"status": {"allocatable": {ha.RES_GPU: "4", ha.RES_GPUMEM: "1"}}}, [ha.RES_GPU, ha.RES_GPUMEM])
+    assert not offers({"status": {"allocatable": {ha.RES_GPU: "4", ha.RES_GPUMEM: "0"}}}, [ha.RES_GPUMEM])
+    assert not offers({"status": {}}, [ha.RES_GPU])
 
 
 def test_made_again_by_name_once_the_node_offers_the_devices():

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from components.ops.kube import get_json_or_none, http_status
+from components.ops.node_capacity import offers
 from components.ops.release.lock import read_named_node, refusal
 from components.ops.release.pods import Key, key_of
 from components.ops.waiting import TimedOut, wait_until
@@ -66,12 +67,6 @@ def extended_limits(pod: Mapping[str, Any]) -> set[str]:
             if "/" in res and not res.startswith("kubernetes.io/"):
                 names.add(res)
     return names
-
-
-def offers(node: Mapping[str, Any], resources: Iterable[str]) -> bool:
-    """Whether the node's kubelet offers each resource again (its plugin registered: allocatable > 0)."""
-    allocatable = (node.get("status") or {}).get("allocatable") or {}
-    return all(str(allocatable.get(r, "0")) not in ("0", "") for r in resources)
 
 
 def fresh_copy(pod: Mapping[str, Any]) -> dict[str, Any]:
