@@ -74,6 +74,24 @@ def not_offered(core: Any, nodes: Sequence[str]) -> list[str]:
     return sorted(set(nodes) - ready)
 
 
+def pods_on(core: Any, node: str) -> str:
+    """HAMi's pods on the node and where each stands (phase, a waiting container's reason), so a
+    plugin that never registered says why: not scheduled there, pulling, crashing, running."""
+    try:
+        listed = get_json(core.list_namespaced_pod, HAMI_NAMESPACE, field_selector=f"spec.nodeName={node}")
+    except Exception as exc:  # only a hint: the gate's own answer stands without it
+        return f"its {HAMI_NAMESPACE} pods unreadable ({http_status(exc) or type(exc).__name__})"
+    seen = []
+    for pod in listed.get("items", []):
+        status = pod.get("status") or {}
+        waiting = [
+            ((c.get("state") or {}).get("waiting") or {}).get("reason") for c in status.get("containerStatuses") or []
+        ]
+        why = ", ".join(w for w in waiting if w)
+        seen.append(f"{(pod.get('metadata') or {}).get('name')} {status.get('phase')}{f' ({why})' if why else ''}")
+    return f"its {HAMI_NAMESPACE} pods: {'; '.join(seen) or 'none'}"
+
+
 def check(core: Any, expected: Mapping[str, Sequence[str]]) -> tuple[dict[str, list[str]], str]:
     """One look: (missing cards by node, why: the metrics could not be read, a kubelet does not
     offer the cards yet, or '')."""
@@ -85,7 +103,7 @@ def check(core: Any, expected: Mapping[str, Sequence[str]]) -> tuple[dict[str, l
         why = (
             f"HAMi lists the cards, but the kubelet of {', '.join(waiting)} does not offer "
             f"{' and '.join(PLUGIN_RESOURCES)} yet: the mock device plugin has not registered with it "
-            f"(kubectl -n {HAMI_NAMESPACE} get pods -o wide; a GPU pod bound there now would be refused)"
+            f"(a GPU pod bound there now would be refused); " + "; ".join(f"{n}: {pods_on(core, n)}" for n in waiting)
             if waiting
             else ""
         )

@@ -127,6 +127,7 @@ def test_a_node_whose_kubelet_does_not_offer_the_cards_yet_is_named(cluster, ham
     text = str(err.value)
     assert "n2 (2 of 2 cards missing)" in text and "n1" not in text.split("within")[0]
     assert "kubelet of n2 does not offer nvidia.com/gpumem and nvidia.com/gpucores" in text
+    assert "n2: its hami-system pods: none" in text  # no device plugin pod there
     offer(cluster.core(), "n2", True)
     assert hr.wait_registered(cluster.core(), EXPECTED, timeout=10, interval=0.5) == {"n1": 1, "n2": 2}
 

@@ -92,14 +92,20 @@ def test_registration_waits_until_every_card_is_listed():
 def test_registration_waits_until_each_kubelet_offers_the_cards():
     """HAMi lists the cards from the annotation; a node whose device plugin has not registered
     with its kubelet would refuse a GPU pod at admission: the gate waits for it, and names it."""
+    plugin = {
+        "metadata": {"name": "hami-device-plugin-x1"},
+        "status": {"phase": "Pending", "containerStatuses": [{"state": {"waiting": {"reason": "ImagePullBackOff"}}}]},
+    }
     core = SimpleNamespace(
         connect_get_namespaced_service_proxy_with_path=Sequenced(metrics(METRICS_BOTH)),
         list_node=Sequenced(nodes(waiting=("n0",))),
+        list_namespaced_pod=Sequenced(SimpleNamespace(data=json.dumps({"items": [plugin]}).encode())),
     )
     with pytest.raises(hami_registration.NotRegisteredError) as err:
         hami_registration.wait_registered(core, {"n0": ["GPU-0", "GPU-1"]}, timeout=0.05, interval=0.01)
     text = str(err.value)
     assert "n0 (2 of 2 cards missing)" in text and "kubelet of n0 does not offer nvidia.com/gpumem" in text
+    assert "n0: its hami-system pods: hami-device-plugin-x1 Pending (ImagePullBackOff)" in text
     core.list_node = Sequenced(nodes(waiting=("n0",)), nodes(), nodes("n0"))  # not listed, then offered
     assert hami_registration.wait_registered(core, {"n0": ["GPU-0", "GPU-1"]}, timeout=5, interval=0) == {"n0": 2}
     assert core.list_node.calls == 3
