@@ -128,6 +128,18 @@ class FakeCore:
         merge(obj, patch)
         obj["metadata"]["resourceVersion"] = self._next_rv()
 
+    def _delete(self, store: dict[Any, dict[str, Any]], key: Any, body: Any) -> _Response:
+        """As the API server deletes: 404 when absent, 409 when a precondition (uid, ...) fails."""
+        with self._lock:
+            found = store.get(key)
+            if found is None:
+                raise ApiException(status=404, reason="Not Found")
+            want = (body or {}).get("preconditions") or {}
+            if any(found["metadata"].get(k) != v for k, v in want.items()):
+                raise ApiException(status=409, reason="Conflict")
+            del store[key]
+        return _Response({})
+
     def read_node(self, name: str, **_kw: Any) -> _Response:
         self._call("read_node", name)
         if name not in self.nodes:
@@ -166,14 +178,7 @@ class FakeCore:
 
     def delete_namespaced_secret(self, name: str, namespace: str, body: Any = None, **_kw: Any) -> _Response:
         self._call("delete_namespaced_secret", f"{namespace}/{name}")
-        found = self.secrets.get((namespace, name))
-        if found is None:
-            raise ApiException(status=404, reason="Not Found")
-        want = (body or {}).get("preconditions") or {}
-        if any(found["metadata"].get(k) != v for k, v in want.items()):
-            raise ApiException(status=409, reason="Conflict")
-        del self.secrets[(namespace, name)]
-        return _Response({})
+        return self._delete(self.secrets, (namespace, name), body)
 
     def read_namespaced_pod(self, name: str, namespace: str, **_kw: Any) -> _Response:
         self._call("read_namespaced_pod", f"{namespace}/{name}")
@@ -208,15 +213,7 @@ class FakeCore:
 
     def delete_namespaced_pod(self, name: str, namespace: str, body: Any = None, **_kw: Any) -> _Response:
         self._call("delete_namespaced_pod", f"{namespace}/{name}")
-        with self._lock:
-            found = self.pods.get((namespace, name))
-            if found is None:
-                raise ApiException(status=404, reason="Not Found")
-            want = (body or {}).get("preconditions") or {}
-            if any(found["metadata"].get(k) != v for k, v in want.items()):
-                raise ApiException(status=409, reason="Conflict")
-            del self.pods[(namespace, name)]
-        return _Response({})
+        return self._delete(self.pods, (namespace, name), body)
 
     def list_pod_for_all_namespaces(self, **_kw: Any) -> _Response:
         self._call("list_pod_for_all_namespaces", "")

@@ -36,7 +36,6 @@ CREATE_SECONDS = 60.0
 # Outcomes.
 MADE_AGAIN = "made-again"
 GONE = "gone"  # the refused pod went before we deleted it: not ours to make again
-WAITING = "waiting"
 
 
 class NotYet(Exception):
