@@ -6,7 +6,10 @@ Docker provider writes its uploads.
 A node runs systemd as PID 1 (kubeadm starts and restarts the kubelet through it), nested
 containerd and privileged pods, so it is privileged with its own cgroup namespace; /run and /tmp
 are tmpfs as systemd expects; /var (containerd's snapshots, the kubelet's state) is a volume,
-because overlayfs cannot nest on the container's own overlay root.
+because overlayfs cannot nest on the container's own overlay root. That volume is anonymous, as
+kind makes it: made with its container from the image's /var, kept across a restart, removed with
+the container. A named volume would outlive a replaced node, and the new one would boot on the old
+one's kubelet checkpoints, containerd store and etcd data.
 """
 
 from __future__ import annotations
@@ -20,14 +23,14 @@ from dataclasses import dataclass
 
 # The host's kernel modules, read-only: kube-proxy and the CNI plugins load what they need.
 MODULES_PATH = "/lib/modules"
+# The node's state, on an anonymous volume of its own (above).
+VAR_PATH = "/var"
 
 
 @dataclass(frozen=True)
 class NodeContainer:
     name: str
     image: str
-    # A named volume for /var (made with the container, removed with it).
-    var_volume: str
     # A memory cap in MiB (None: none). The kubelet still reports the host's memory (cgroup v1).
     memory_mib: int | None = None
 
@@ -74,7 +77,7 @@ class NodeContainer:
         args += ["--cgroupns", self.cgroupns_mode, "--stop-signal", self.stop_signal]
         for env in self.envs:
             args += ["--env", env]
-        args += ["--volume", f"{self.var_volume}:/var", "--volume", f"{MODULES_PATH}:{MODULES_PATH}:ro"]
+        args += ["--volume", VAR_PATH, "--volume", f"{MODULES_PATH}:{MODULES_PATH}:ro"]
         if self.memory_mib is not None:
             args += ["--memory", f"{self.memory_mib}m", "--memory-swap", f"{self.memory_mib}m"]
         return [*args, self.image]

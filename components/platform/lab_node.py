@@ -6,7 +6,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_docker as docker
 
-from components.ops.node_container import MODULES_PATH, NodeContainer
+from components.ops.node_container import MODULES_PATH, VAR_PATH, NodeContainer
 
 
 def node_container(
@@ -19,7 +19,7 @@ def node_container(
     restart: str = "on-failure",
     max_retry_count: int | None = 1,
 ) -> docker.Container:
-    """The container of `spec` (its /var volume made by the caller, named `spec.var_volume`)."""
+    """The container of `spec`, its /var an anonymous volume removed with it."""
     return docker.Container(
         name,
         name=spec.name,
@@ -32,7 +32,7 @@ def node_container(
         envs=list(spec.envs),
         stop_signal=spec.stop_signal,
         volumes=[
-            docker.ContainerVolumeArgs(volume_name=spec.var_volume, container_path="/var"),
+            docker.ContainerVolumeArgs(container_path=VAR_PATH),
             docker.ContainerVolumeArgs(host_path=MODULES_PATH, container_path=MODULES_PATH, read_only=True),
         ],
         memory=spec.memory_mib,
@@ -46,5 +46,6 @@ def node_container(
         restart=restart,
         max_retry_count=max_retry_count,
         must_run=True,
+        remove_volumes=True,
         opts=opts,
     )

@@ -101,11 +101,8 @@ class ManagementCluster(pulumi.ComponentResource):
             **mirror_files(args.mirror, args.mirror_registries, CONTAINERD),
             INIT_CONFIG_PATH: init_configuration(node, c.management_ip, versions.MANAGEMENT_KUBERNETES_VERSION, c.name),
         }
-        spec = NodeContainer(
-            name=node, image=args.node_image, var_volume=f"{node}-var", files=tuple(sorted(files.items()))
-        )
+        spec = NodeContainer(name=node, image=args.node_image, files=tuple(sorted(files.items())))
         image = docker.RemoteImage(f"{name}-node-image", name=args.node_image, keep_locally=True, opts=child)
-        var = docker.Volume(f"{name}-node-var", name=spec.var_volume, opts=child)
         container = node_container(
             f"{name}-node",
             spec,
@@ -114,7 +111,8 @@ class ManagementCluster(pulumi.ComponentResource):
             ipv4_address=c.management_ip,
             restart="unless-stopped",
             max_retry_count=None,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[var]),
+            # The name is fixed: the old container goes before its successor starts.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
         # admin.conf names the controlPlaneEndpoint already; its server is said once more, as for k3s.
         server = f"https://{c.management_ip}:{API_PORT}"

@@ -151,20 +151,14 @@ class WorkerNode(pulumi.ComponentResource):
             image=args.image,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, *args.after]),
         )
-        spec = NodeContainer(
-            name=args.node_name,
-            image=args.image,
-            var_volume=f"{args.node_name}-var",
-            files=tuple(sorted(args.files.items())),
-        )
-        var = docker.Volume(f"{name}-var", name=spec.var_volume, opts=child)
+        spec = NodeContainer(name=args.node_name, image=args.image, files=tuple(sorted(args.files.items())))
         self.container = node_container(
             f"{name}-container",
             spec,
             image.image_id,
             args.network,
             # The name is the Node's: two containers cannot hold it at once.
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[self.drain, var]),
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[self.drain]),
         )
         token = BootstrapToken(
             f"{name}-token",

@@ -4,6 +4,7 @@ updates, is removed Node and all without touching another, and a bad join says w
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 
@@ -51,12 +52,12 @@ def second(control_plane, lab, image, core, first):
 
 def test_the_node_container_is_what_worker_node_runs():
     """One description of a node container: the test's `docker run` and WorkerNode's share it."""
-    args = NodeContainer(name="n", image="img", var_volume="n-var", memory_mib=512).docker_run_args("net")
+    args = NodeContainer(name="n", image="img", memory_mib=512).docker_run_args("net")
     assert (
         "--privileged" in args
         and ["--cgroupns", "private"] == args[args.index("--cgroupns") : args.index("--cgroupns") + 2]
     )
-    assert "n-var:/var" in args and "/lib/modules:/lib/modules:ro" in args and args[-1] == "img"
+    assert args[args.index("/var") - 1] == "--volume" and "/lib/modules:/lib/modules:ro" in args and args[-1] == "img"
     assert ["--memory", "512m"] == args[args.index("--memory") : args.index("--memory") + 2]
 
 
@@ -153,6 +154,40 @@ def test_a_second_worker_joins_and_pods_reach_across_nodes(first, second, core, 
         lambda: lab.exec(first.node, "curl", "-sS", "-m", "2", f"http://{ip}:8080/", check=False) == "web-2",
         timeout=30,
     )
+
+
+def test_each_node_has_a_machine_id_of_its_own_kept_across_a_container_restart(first, second, core, lab, image):
+    """The stack tells a replaced worker from the one before it by the Node's machine ID (its
+    membership, capacity and labels are keyed on it): the image carries none, two nodes from it
+    differ, and a node keeps its own through `docker restart` while a node made again gets a new one."""
+    carried = "wc -c </etc/machine-id; readlink /var/lib/dbus/machine-id"
+    bare = docker("run", "--rm", "--entrypoint", "/bin/sh", image, "-c", carried)
+    assert bare.split() == ["0", "/etc/machine-id"], bare
+    ids = {first.machine_id, second.machine_id}
+    assert len(ids) == 2 and all(re.fullmatch("[0-9a-f]{32}", i) for i in ids), ids
+    assert core.read_node(second.node).status.node_info.machine_id == second.machine_id
+
+    def machine_id(node: str) -> str:
+        def read() -> str:
+            return lab.exec(node, "cat", "/etc/machine-id", check=False).strip()
+
+        assert settles(read, timeout=60, interval=1), f"{node} made no machine ID"
+        return read()
+
+    # A node that never joins (no kubelet config: no kubelet start rewrites the host's tunables).
+    spare = lab.start_node("w3", image)
+    try:
+        before = machine_id(spare)
+        assert before and before not in ids
+        docker("restart", lab.containers[spare], timeout=120)
+        assert machine_id(spare) == before
+    finally:
+        lab.remove(spare)
+    again = lab.start_node("w3", image)
+    try:
+        assert machine_id(again) not in {*ids, before}
+    finally:
+        lab.remove(again)
 
 
 def test_removing_a_worker_removes_only_its_own_node(first, second, core, lab):

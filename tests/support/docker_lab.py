@@ -120,7 +120,6 @@ class DockerLab:
     network_id: str = ""
     gateway: str = ""
     containers: dict[str, str] = field(default_factory=dict)  # name -> id
-    volumes: list[str] = field(default_factory=list)
 
     def open(self) -> DockerLab:
         self.network = f"{self.prefix}-net"
@@ -140,10 +139,7 @@ class DockerLab:
         in, started."""
         full = f"{self.prefix}-{name}"
         pairs = files.items() if isinstance(files, Mapping) else files
-        spec = NodeContainer(
-            name=full, image=image, var_volume=f"{full}-var", memory_mib=memory_mib, files=tuple(sorted(pairs))
-        )
-        self.volumes.append(spec.var_volume)
+        spec = NodeContainer(name=full, image=image, memory_mib=memory_mib, files=tuple(sorted(pairs)))
         self.containers[spec.name] = spec.start(self.network)
         return spec.name
 
@@ -169,8 +165,6 @@ class DockerLab:
         for cid in list(self.containers.values()):
             docker("rm", "--force", "--volumes", cid, check=False)
         self.containers.clear()
-        for volume in self.volumes:
-            docker("volume", "rm", "--force", volume, check=False)
         if self.network_id:
             docker("network", "rm", self.network_id, check=False)
 

@@ -42,12 +42,26 @@ def rec():
 
 
 def test_management_cluster_edges(rec):
-    assert {"management-network", "management-node-image", "management-node-var"} <= deps(rec, "management-node")
+    assert {"management-network", "management-node-image"} <= deps(rec, "management-node")
     assert "management-node" in deps(rec, "management-init")
     assert "management-init" in deps(rec, "management-k8s")
     # Kamaji's DataStore claims volumes: the storage class exists before Kamaji's charts.
     for name in ("kamaji-cert-manager", "kamaji-kamaji"):
         assert "management-storage" in deps(rec, name), (name, deps(rec, name))
+
+
+@pytest.mark.parametrize("node", ["management-node", "team-a-worker-0-container", "team-b-worker-0-container"])
+def test_a_node_s_var_lives_and_dies_with_its_container(rec, node):
+    """A replaced node must not boot on its predecessor's /var (its kubelet checkpoints, containerd
+    store, etcd data): /var is an anonymous volume, removed with the container, and no Docker
+    volume outlives it."""
+    container = rec.named(node)
+    var = [v for v in container.inputs["volumes"] if v["containerPath"] == "/var"]
+    assert var == [{"containerPath": "/var"}], var
+    assert container.inputs["removeVolumes"] is True
+    assert container.delete_before_replace, "a fixed container name cannot exist twice"
+    volumes = [r.name for r in rec.of_type("docker:index/volume:Volume")]
+    assert not [v for v in volumes if v.endswith("-var")], volumes
 
 
 def test_management_node_is_the_lab_s_node_image_with_the_project_s_init(rec):
@@ -134,7 +148,7 @@ def test_tenant_edges(rec, team):
 @pytest.mark.parametrize("team", ["team-a", "team-b"])
 def test_worker_edges(rec, team):
     w = f"{team}-worker-0"
-    assert {"management-network", f"{w}-image", f"{w}-var"} <= deps(rec, f"{w}-container")
+    assert {"management-network", f"{w}-image"} <= deps(rec, f"{w}-container")
     assert {f"{w}-container", f"{w}-token"} <= deps(rec, f"{w}-join")
     assert f"{team}-bootstrap-node-bootstrapper" in deps(rec, f"{w}-token")
     assert f"{w}-join" in deps(rec, f"{w}-membership")

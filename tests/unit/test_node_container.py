@@ -14,7 +14,7 @@ HOSTS = "/etc/containerd/certs.d/docker.io/hosts.toml"
 
 
 def node(*files: tuple[str, str]) -> NodeContainer:
-    return NodeContainer(name="n", image="img", var_volume="n-var", memory_mib=512, files=files)
+    return NodeContainer(name="n", image="img", memory_mib=512, files=files)
 
 
 def test_the_files_are_a_tar_stream_rooted_at_slash():

@@ -295,8 +295,9 @@ build_node() { # build_node VERSION (vX.Y.Z)
   local busybox; busybox=$(build_busybox)
   local tarball; tarball=$(rootfs "$NODE_PACKAGES")
   local image=$NODE_REPOSITORY:$version key
+  # This function's own text is an input too: a change to the recipe rebuilds the image.
   key=$(inputs_hash "$IMAGES/node" "$ROOT/tools/lab/lab-runc" "$ROOT/tools/go/$module" "$tarball" "$pause" "$busybox" \
-    "$(docker image inspect -f '{{.Id}}' "$pause" "$busybox")")
+    "$(docker image inspect -f '{{.Id}}' "$pause" "$busybox")" "$(declare -f build_node)")
   BUILT+=("$pause" "$busybox" "$image")
   if cached "$image" "$key"; then found "$image"; return; fi
   local dir; dir=$(mktemp -d)
@@ -321,11 +322,27 @@ build_node() { # build_node VERSION (vX.Y.Z)
     systemd-remount-fs.service sys-kernel-debug.mount sys-kernel-tracing.mount; do
     ln -sf /dev/null "$dir/etc/systemd/system/$unit"
   done
-  : > "$dir/etc/machine-id"   # made at first boot: each node its own
+  # The machine ID is made at first boot, so each node has its own (the Node's machineID is how the
+  # stack tells a replaced worker from the one before it). dbus's install wrote one into /var: systemd
+  # would copy it at boot, giving every node from this image the same ID; Debian's link replaces it.
+  : > "$dir/etc/machine-id"
+  rm -f "$dir/var/lib/dbus/machine-id" "$dir/var/lib/systemd/random-seed"
+  ln -s /etc/machine-id "$dir/var/lib/dbus/machine-id"
+  no_machine_id "$dir"
   import_dir "$dir" "$image" "$key" 'ENV container=docker' 'ENTRYPOINT ["/sbin/init"]' \
     "LABEL gpu-tenancy.kubernetes-version=$version"
   rm -rf "$dir"
   report "$image" "$start"
+}
+
+# no_machine_id DIR: exit 1 when the root file system in DIR carries a machine ID (a non-empty
+# /etc/machine-id, or a regular file where dbus keeps one), which every node would share.
+no_machine_id() {
+  local dir=$1
+  if [ -s "$dir/etc/machine-id" ] || { [ -f "$dir/var/lib/dbus/machine-id" ] && [ ! -L "$dir/var/lib/dbus/machine-id" ]; }; then
+    echo "error: the node image would carry a machine ID, shared by every node made from it" >&2
+    exit 1
+  fi
 }
 
 node_module() { # node_module VERSION: the wrapper module (relative to tools/go), or exit 2
