@@ -170,6 +170,10 @@ class Sampler:
         return self.peaks
 
 
+def volumes() -> list[str]:
+    return docker("volume", "ls", "--format", "{{.Name}}").splitlines()
+
+
 @dataclass
 class DevLab:
     work: Path
@@ -177,6 +181,9 @@ class DevLab:
     name: str
     registry: Registry
     seconds: dict[str, float] = field(default_factory=dict)
+    # The engine's volumes before the lab: a node's /var is an anonymous volume, known by no name
+    # the stack gives, so any volume that was not there before is the lab's.
+    volumes_before: frozenset[str] = field(default_factory=lambda: frozenset(volumes()))
 
     def run(self, *command: str, timeout: float = UP_TIMEOUT) -> subprocess.CompletedProcess:
         return subprocess.run(command, cwd=self.work, env=self.env, capture_output=True, text=True, timeout=timeout)
@@ -214,9 +221,12 @@ class DevLab:
         found += [
             f"network {n}" for n in docker("network", "ls", "--format", "{{.Name}}").splitlines() if n == self.name
         ]
-        volumes = docker("volume", "ls", "--format", "{{.Name}}").splitlines()
         labelled = docker("volume", "ls", "--filter", f"label={TENANT_LABEL}", "--format", "{{.Name}}").splitlines()
-        found += [f"volume {v}" for v in volumes if v.startswith(f"{self.name}-") or v in labelled]
+        found += [
+            f"volume {v}"
+            for v in volumes()
+            if v.startswith(f"{self.name}-") or v in labelled or v not in self.volumes_before
+        ]
         return found
 
     def remove_leftovers(self) -> None:
