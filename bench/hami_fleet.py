@@ -41,10 +41,10 @@ sys.path.insert(0, str(ROOT))
 import psutil  # noqa: E402
 
 from components.config.model import GpuFleet, HamiConfig  # noqa: E402
-from components.gpu import hami_annotations as ha  # noqa: E402
-from components.gpu.inventory import node_devices  # noqa: E402
-from components.ops.kube import core_api  # noqa: E402
-from components.ops.simulated_nodes import ensure_nodes, selector  # noqa: E402
+from components.domain import hami_annotations as ha  # noqa: E402
+from components.domain.inventory import node_devices  # noqa: E402
+from components.kube.client import core_api  # noqa: E402
+from components.lifecycle.simulated_nodes import ensure_nodes, selector  # noqa: E402
 from tests.support.cluster import TOKEN, TestCluster, start_cluster  # noqa: E402
 from tests.support.kwok import start_kwok, wait_for  # noqa: E402
 from tests.support.real_hami import RealHami, binary  # noqa: E402

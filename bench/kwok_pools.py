@@ -31,9 +31,9 @@ sys.path.insert(0, str(ROOT))
 
 import psutil  # noqa: E402
 
-from components.gpu import hami_annotations as ha  # noqa: E402
-from components.ops.kube import core_api  # noqa: E402
-from components.ops.simulated_nodes import selector  # noqa: E402
+from components.domain import hami_annotations as ha  # noqa: E402
+from components.kube.client import core_api  # noqa: E402
+from components.lifecycle.simulated_nodes import selector  # noqa: E402
 from tests.support.cluster import start_cluster  # noqa: E402
 from tests.support.kwok import start_kwok, wait_for  # noqa: E402
 from tests.support.tools import PulumiCli, tools_env  # noqa: E402

@@ -6,7 +6,7 @@ costs to start and run.
    rootfs: everything downloaded and compiled again) and `--rebuild` (the engine's images of the
    set, found by their input keys, built again), else the cached build; the script's own
    summary (each image's seconds and size) and the total seconds and MB.
-2. The management node as the stack starts it (components.ops.management_node, through the
+2. The management node as the stack starts it (components.nodes.management_node, through the
    Docker tier's support): a registry on the Docker bridge filled with the images it pulls, the
    node container, `kubeadm init`, Node Ready; then CoreDNS and the local-path provisioner
    running. Printed: container made to init done, to Ready, to the provisioner available; the
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from components.config.versions import MANAGEMENT_KUBERNETES_VERSION  # noqa: E402
-from components.ops import local_path  # noqa: E402
+from components.nodes import local_path  # noqa: E402
 from tests.support.docker_lab import DockerLab, MemorySampler, TunablesGuard, ensure_engine  # noqa: E402
 from tests.support.management import apply_storage, pulled_images, start_management  # noqa: E402
 from tests.support.registry import bridge_gateway, lab_registry, push  # noqa: E402

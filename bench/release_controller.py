@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from kubernetes import client, watch  # noqa: E402
 
 from components.config.model import GpuFleet, HamiConfig  # noqa: E402
-from components.gpu import hami_annotations as ha  # noqa: E402
+from components.domain import hami_annotations as ha  # noqa: E402
 from tests.support.cluster import start_cluster  # noqa: E402
 from tests.support.hami_stand_in import hami_bind  # noqa: E402
 from tests.support.real_hami import RealHami, add_gpu_node, binary  # noqa: E402

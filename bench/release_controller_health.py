@@ -28,10 +28,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from components.config.names import MOCK_GPU_NODE_LABEL  # noqa: E402
-from components.gpu import hami_annotations as ha  # noqa: E402
-from components.ops.release import controller as rc  # noqa: E402
-from components.ops.release.workqueue import WorkQueue  # noqa: E402
+from components.controllers.release import controller as rc  # noqa: E402
+from components.controllers.release.workqueue import WorkQueue  # noqa: E402
+from components.domain import hami_annotations as ha  # noqa: E402
+from components.domain.names import MOCK_GPU_NODE_LABEL  # noqa: E402
 from tests.support.fake_kube import FakeCore  # noqa: E402
 
 NS = "team"
@@ -112,7 +112,7 @@ def restarts() -> dict[str, float]:
 def stop_seconds(settle: float, repeat: int = 3) -> list[float] | None:
     """stop() `settle` seconds after the watch request was counted (0: while it is being opened)."""
     try:
-        from components.ops.kube import core_api
+        from components.kube.client import core_api
         from tests.support.cluster import start_cluster
         from tests.support.tools import tools_env
 

@@ -22,8 +22,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from components.ops import bound_token as bt  # noqa: E402
-from components.ops.kube import token_kubeconfig  # noqa: E402
+from components.kube import bound_token as bt  # noqa: E402
+from components.kube.client import token_kubeconfig  # noqa: E402
 
 DAY = 86400.0
 HOUR = 3600.0

@@ -21,8 +21,8 @@ from typing import Any
 
 from pulumi_policy.proxy import UnknownValueError
 
-from components.config.names import DECLARED_USAGE_ANNOTATION, FAIL_ON_PENDING_ANNOTATION, TENANT_LABEL
-from components.gpu.requests import ANY_CARD, CardTypes, Quota
+from components.domain.names import DECLARED_USAGE_ANNOTATION, FAIL_ON_PENDING_ANNOTATION, TENANT_LABEL
+from components.domain.requests import ANY_CARD, CardTypes, Quota
 
 _TEMPLATE = ("spec", "template", "spec")
 _KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {

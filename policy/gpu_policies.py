@@ -1,6 +1,6 @@
 """The gpu-quotas pack's policies, kept apart from __main__.py (whose PolicyPack blocks forever).
 
-Every verdict comes from the rulebook (components.gpu.rules), the code the program's config
+Every verdict comes from the rulebook (components.domain.rules), the code the program's config
 validation runs, on the tenants gpu_tenants reads (the same model as the stack config). So
 preview and config validation cannot disagree.
 
@@ -33,8 +33,8 @@ from pulumi_policy import (  # noqa: E402
 )
 
 from components.config.reference import tenants_schema  # noqa: E402
-from components.gpu.requests import Demand, quota_violations  # noqa: E402
-from components.gpu.rules import judge, pod_violations  # noqa: E402
+from components.domain.requests import Demand, quota_violations  # noqa: E402
+from components.domain.rules import judge, pod_violations  # noqa: E402
 
 CONFIG_SCHEMA = PolicyConfigSchema(
     properties={

@@ -29,11 +29,11 @@ from pulumi_policy.proxy import UnknownValueError  # noqa: E402
 
 from components.config.load import closed_network_problems, load_tenants  # noqa: E402
 from components.config.model import ClusterConfig, TenantConfig  # noqa: E402
-from components.config.names import PROJECT, TENANT_LABEL  # noqa: E402
 from components.config.problems import ConfigError  # noqa: E402
-from components.gpu.hami_annotations import RES_GPU  # noqa: E402
-from components.gpu.requests import Demand, PodRequest, RequestError, demand  # noqa: E402
-from components.gpu.rollouts import RolloutError, surge  # noqa: E402
+from components.domain.hami_annotations import RES_GPU  # noqa: E402
+from components.domain.names import PROJECT, TENANT_LABEL  # noqa: E402
+from components.domain.requests import Demand, PodRequest, RequestError, demand  # noqa: E402
+from components.domain.rollouts import RolloutError, surge  # noqa: E402
 
 FIX = (
     'give the pack config {"tenants": [...]} (as in gpu-tenancy:tenants) with --policy-pack-config, or set '

@@ -30,6 +30,6 @@ admin_kubeconfig() {
     docker exec "$lab-k3s" cat /etc/rancher/k3s/k3s.yaml | sed "s#https://127.0.0.1:6443#https://$ip:6443#"
   fi
 }
-admin_kubeconfig | .venv/bin/python -m components.ops.team_token --team "$team" --hours "$hours" \
+admin_kubeconfig | .venv/bin/python -m components.kube.team_token --team "$team" --hours "$hours" \
   | pulumi --cwd "${PULUMI_PROJECT_DIR:-$ROOT}" config set --secret --stack "$stack" managementToken
 echo "team $team: managementToken set on stack $stack (valid $hours h)" >&2

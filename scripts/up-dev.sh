@@ -38,7 +38,7 @@ fi
 # The lab's own node images the stack names (the management node's, and workers' where
 # cluster.nodeImage is the lab's) are built here, not pulled: tools/images/build.sh, cached.
 repository=$(.venv/bin/python -c 'from components.config.versions import LAB_NODE_REPOSITORY as r; print(r)')
-for ref in $(.venv/bin/python -m components.ops.image_list --stack dev --refs --pulled-by engine); do
+for ref in $(.venv/bin/python -m components.reports.image_list --stack dev --refs --pulled-by engine); do
   case "${ref#docker.io/}" in
     "$repository":*)
       image=${ref#docker.io/}

@@ -20,12 +20,12 @@ from components.config.model import (
     TenantConfig,
     WorkloadConfig,
 )
-from components.config.names import RESERVED_NAMESPACES
 from components.config.problems import Collector
-from components.gpu.catalog import MOCK_PLUGIN_MAX_MB_PER_NODE
-from components.gpu.requests import RequestError
-from components.gpu.rollouts import RECREATE
-from components.gpu.rules import judge, pod_violations
+from components.domain.catalog import MOCK_PLUGIN_MAX_MB_PER_NODE
+from components.domain.names import RESERVED_NAMESPACES
+from components.domain.requests import RequestError
+from components.domain.rollouts import RECREATE
+from components.domain.rules import judge, pod_violations
 
 # kube-apiserver refuses a --service-cluster-ip-range with more than 20 host bits (IPv4).
 SERVICE_CIDR_MIN_PREFIX = 12

@@ -22,7 +22,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from components.gpu.catalog import GPU_MODELS, GpuModel
+from components.domain.catalog import GPU_MODELS, GpuModel
 
 NODE_PORT_RANGE = range(30000, 32768)
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")

@@ -45,19 +45,19 @@ from components.config.fields import (
     section,
     string,
 )
-from components.config.names import (
+from components.config.tenant_version import create_refusal
+from components.domain.catalog import GPU_MODELS, GpuModel
+from components.domain.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM
+from components.domain.names import (
     datastore_schema,
     kwok_name,
     release_controller_container,
     worker_name,
     workload_resource,
 )
-from components.config.tenant_version import create_refusal
-from components.gpu.catalog import GPU_MODELS, GpuModel
-from components.gpu.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM
-from components.gpu.requests import INT32_MAX, CardTypes, Demand, GpuRequest, PodRequest, Quota, demand, pod_request
-from components.gpu.rollouts import RECREATE, ROLLING_UPDATE, surge
-from components.gpu.rules import Fleet, NodeGroup
+from components.domain.requests import INT32_MAX, CardTypes, Demand, GpuRequest, PodRequest, Quota, demand, pod_request
+from components.domain.rollouts import RECREATE, ROLLING_UPDATE, surge
+from components.domain.rules import Fleet, NodeGroup
 
 WORKLOAD_KINDS = ("Pod", "Deployment")
 MAX_CLUSTER_NAME = 20
@@ -298,7 +298,7 @@ class WorkloadConfig(Section):
         return CardTypes.of(self.card_type, self.avoid_card_type)
 
     def demand(self, cards: Iterable[GpuModel]) -> Demand:
-        """Its demand on a fleet of these card models (components.gpu.requests.demand)."""
+        """Its demand on a fleet of these card models (components.domain.requests.demand)."""
         extra = surge(self.kind, self.strategy, self.replicas)
         limits = [(self.name, dict(self.limits))]
         return demand(f"{self.kind} {self.name}", limits, cards, self.types, self.replicas, self.fail_on_pending, extra)

@@ -154,5 +154,5 @@ KONNECTIVITY_IMAGES = (
 KWOK_VERSION = "0.7.0"
 KWOK_IMAGE = f"registry.k8s.io/kwok/kwok:v{KWOK_VERSION}"
 
-# The release controller's image is built from components/ops/release/Dockerfile on this base.
+# The release controller's image is built from components/controllers/release/Dockerfile on this base.
 RELEASER_BASE_IMAGE = "docker.io/library/python:3.11-slim"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_docker as docker
 
-from components.ops.node_container import MODULES_PATH, VAR_PATH, NodeContainer
+from components.nodes.node_container import MODULES_PATH, VAR_PATH, NodeContainer
 
 
 def node_container(

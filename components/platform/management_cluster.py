@@ -1,5 +1,5 @@
 """ManagementCluster: the cluster Kamaji runs in: a node container with `kubeadm init` (the
-default: components.ops.management_node says why), a k3s container, or an adopted kubeconfig."""
+default: components.nodes.management_node says why), a k3s container, or an adopted kubeconfig."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pulumi_kubernetes as k8s
 
 from components.config import versions
 from components.config.model import DISTRIBUTION_K3S, MODE_DOCKER, ClusterConfig, MirrorConfig
-from components.ops import local_path
-from components.ops.kube import rewrite_server
-from components.ops.management_node import API_PORT, INIT, INIT_CONFIG_PATH, init_configuration
-from components.ops.node_container import NodeContainer
-from components.ops.registry_mirror import CONTAINERD, K3S, mirror_files
+from components.kube.client import rewrite_server
+from components.nodes import local_path
+from components.nodes.management_node import API_PORT, INIT, INIT_CONFIG_PATH, init_configuration
+from components.nodes.node_container import NodeContainer
+from components.nodes.registry_mirror import CONTAINERD, K3S, mirror_files
 from components.platform.lab_node import node_container
 
 K3S_API_PORT = 6443

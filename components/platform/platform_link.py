@@ -17,9 +17,9 @@ import pulumi_kubernetes as k8s
 
 from components.config.load import team_slot_problems
 from components.config.model import MANAGEMENT_TOKEN_KEY, StackConfig
-from components.config.names import TEAM_ACCOUNT
-from components.ops.kube import cluster_ca, cluster_server, token_kubeconfig
-from components.ops.team_token import token_seconds_left
+from components.domain.names import TEAM_ACCOUNT
+from components.kube.client import cluster_ca, cluster_server, token_kubeconfig
+from components.kube.team_token import token_seconds_left
 
 RENEW_WARNING_SECONDS = 7 * 24 * 3600
 

@@ -1,8 +1,10 @@
-"""ReleaseControllerImage: the release controller's container image, built on the lab host.
+"""ReleaseControllerImage: the controllers' container image (the release controller and KWOK's
+token keeper), built on the lab host.
 
-Built from components/ops/release/Dockerfile with the project root as context (.dockerignore lets in
-only the ops, gpu and names modules), never pushed: the lab's containers run it from the local
-Docker engine, so nothing is downloaded when a container (re)starts.
+Built from components/controllers/release/Dockerfile with the project root as context
+(.dockerignore lets in exactly the modules the two programs import), never pushed: the lab's
+containers run it from the local Docker engine, so nothing is downloaded when a container
+(re)starts.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import pulumi_docker as docker
 from components.config import versions
 
 IMAGE_NAME = "gpu-tenancy/release-controller:local"
-DOCKERFILE = "components/ops/release/Dockerfile"
+DOCKERFILE = "components/controllers/release/Dockerfile"
 
 
 TYPE = "gpu-tenancy:index:ReleaseControllerImage"

@@ -9,7 +9,7 @@ admission policy that holds the team's TenantControlPlane to an allow-list
 (compared for equality), the NodePorts the registry reserved for it, a replica cap, the pinned
 Konnectivity server version, and no field that would choose an image, an argument, a volume, a
 privilege or an exposure in the shared cluster. The team stack receives a token of that
-ServiceAccount (see `components.ops.team_token`), never the management cluster's admin.
+ServiceAccount (see `components.kube.team_token`), never the management cluster's admin.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.model import TeamSlot
-from components.config.names import (
+from components.config.versions import KONNECTIVITY_VERSION
+from components.domain.names import (
     TEAM_ACCOUNT,
     admin_kubeconfig_secret,
     team_account_user,
     tenant_namespace,
 )
-from components.config.versions import KONNECTIVITY_VERSION
 from components.platform.control_plane_fields import MAX_CONTROL_PLANE_REPLICAS, equals, present, refusals
 
 TCP_GROUP = "kamaji.clastix.io"

@@ -1,6 +1,6 @@
 """What every dynamic provider here shares, so each states only what differs: which inputs
 replace the resource, which update it, what it computes, and its create (and, where it acts,
-redo, look and remove), all through components.ops.
+redo, look and remove), each through its back-end of the same name (components.lifecycle).
 
 - CONNECTION inputs (the tenant's kubeconfig) say how to reach the tenant, not what the resource
   is. A credential is rotated (a renewed token, a new certificate) without anything to redo, yet
@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import pulumi
 from pulumi.dynamic import DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
-from components.ops.kube import http_status
+from components.kube.client import http_status
 
 REFUSED = (401, 403)
 

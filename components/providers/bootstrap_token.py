@@ -20,7 +20,8 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, UpdateResult
 
-from components.ops.bootstrap import (
+from components.kube.client import core_api
+from components.lifecycle.bootstrap_token import (
     KEEP,
     RENEW,
     REVOKE,
@@ -30,7 +31,6 @@ from components.ops.bootstrap import (
     join_token_verdict,
     joined_nodes,
 )
-from components.ops.kube import core_api
 from components.providers.base import Provider, ProviderResource
 
 

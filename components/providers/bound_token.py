@@ -16,8 +16,8 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult
 
-from components.ops.bound_token import request_token, seconds_left
-from components.ops.kube import core_api
+from components.kube.bound_token import request_token, seconds_left
+from components.kube.client import core_api
 from components.providers.base import Provider, ProviderResource
 
 IDENTITY = ("namespace", "account", "account_uid", "seconds")

@@ -1,6 +1,6 @@
 """ControlPlaneSettled: a gate between a TenantControlPlane Kamaji reports Ready and the first
 client of the new tenant, which waits until Kamaji has stopped rolling it
-(components.ops.control_plane_settle says why). It waits on create and when the tenant's version
+(components.lifecycle.control_plane_settled says why). It waits on create and when the tenant's version
 changes (an upgrade rolls the control plane again); a refresh does not wait, and it holds nothing
 in the tenant. This module is imported by the provider process: importing it does no I/O."""
 
@@ -12,8 +12,8 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, UpdateResult
 
-from components.ops.control_plane_settle import SETTLE_SECONDS, TIMEOUT_SECONDS, observe, wait_settled
-from components.ops.kube import core_api
+from components.kube.client import core_api
+from components.lifecycle.control_plane_settled import SETTLE_SECONDS, TIMEOUT_SECONDS, observe, wait_settled
 from components.providers.base import Provider, ProviderResource
 
 

@@ -1,5 +1,5 @@
 """DataStoreTeardown: on destroy, deletes Kamaji's DataStore after the tenants and before
-Kamaji's chart, waiting for Kamaji to let it go (components.ops.kamaji_datastore says why). On
+Kamaji's chart, waiting for Kamaji to let it go (components.lifecycle.datastore_teardown says why). On
 create and update it does nothing: the chart makes the DataStore. This module is imported by
 the provider process: importing it does no I/O."""
 
@@ -10,8 +10,8 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult
 
-from components.ops.kamaji_datastore import delete_datastore
-from components.ops.kube import core_api
+from components.kube.client import core_api
+from components.lifecycle.datastore_teardown import delete_datastore
 from components.providers.base import Provider, ProviderResource
 
 TIMEOUT_SECONDS = 300.0

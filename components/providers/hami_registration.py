@@ -1,7 +1,7 @@
 """HamiRegistration: `pulumi up` waits until HAMi's scheduler has registered every fake card.
 
 Workloads depend on it, so none is created while HAMi would still refuse it (see
-components.ops.hami_registration). A node left out fails the update, naming the node and the
+components.lifecycle.hami_registration). A node left out fails the update, naming the node and the
 likely cause. Refresh looks once and does not wait; a card it no longer finds is drift, so the
 next update waits for it again (and fails naming it if it stays away).
 """
@@ -14,8 +14,8 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, ReadResult, UpdateResult
 
-from components.ops.hami_registration import check, wait_registered
-from components.ops.kube import core_api
+from components.kube.client import core_api
+from components.lifecycle.hami_registration import check, wait_registered
 from components.providers.base import Provider, ProviderResource, answering
 
 

@@ -1,5 +1,5 @@
 """NodeGpuCapacity: seeds `nvidia.com/gpu` in a node's status, which HAMi's mock setup needs
-(components.ops.node_capacity says why only the status subresource serves). It lives in its own
+(components.lifecycle.node_gpu_capacity says why only the status subresource serves). It lives in its own
 module (pickled by reference): importing it creates no resources and does no I/O.
 """
 
@@ -10,8 +10,8 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, ReadResult, UpdateResult
 
-from components.ops.kube import core_api
-from components.ops.node_capacity import gpu_capacity, set_gpu_capacity
+from components.kube.client import core_api
+from components.lifecycle.node_gpu_capacity import gpu_capacity, set_gpu_capacity
 from components.providers.base import Provider, ProviderResource
 
 

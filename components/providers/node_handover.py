@@ -1,4 +1,4 @@
-"""NodeDrain and NodeSettled: the two ends of a docker worker's replacement (components.ops.
+"""NodeDrain and NodeSettled: the two ends of a docker worker's replacement (components.lifecycle.
 node_handover says what each does).
 
 A worker's resources run in this order, and a tenant's workers one after another (GpuTenant):
@@ -22,8 +22,8 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, UpdateResult
 
-from components.ops import node_handover as nh
-from components.ops.kube import core_api
+from components.kube.client import core_api
+from components.lifecycle import node_handover as nh
 from components.providers.base import Provider, ProviderResource
 
 DRAIN_TIMEOUT_SECONDS = 300

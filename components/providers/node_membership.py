@@ -13,8 +13,9 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult
 
-from components.ops.bootstrap import delete_node_if_mine, delete_token, wait_for_node
-from components.ops.kube import core_api
+from components.kube.client import core_api
+from components.lifecycle.bootstrap_token import delete_token
+from components.lifecycle.node_membership import delete_node_if_mine, wait_for_node
 from components.providers.base import Provider, ProviderResource
 
 

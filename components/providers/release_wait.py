@@ -21,8 +21,8 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, UpdateResult
 
-from components.ops import workload_wait as ww
-from components.ops.kube import apps_api_of, core_api
+from components.kube.client import apps_api_of, core_api
+from components.lifecycle import release_wait as ww
 from components.providers.base import Provider, ProviderResource
 
 WAIT_INPUTS = ("namespace", "pod_names", "selector", "count", "workload_uid", "generation")

@@ -1,6 +1,6 @@
 """SimulatedNodes: one kwok pool's Node objects, with their fake cards, as one resource.
 
-One resource per pool, not per node: the nodes are written in bulk (components.ops.simulated_nodes),
+One resource per pool, not per node: the nodes are written in bulk (components.lifecycle.simulated_nodes),
 so a pool of a thousand nodes costs one engine step. Update adds and removes only the difference;
 refresh reads back which nodes still exist, so a deleted node is made again by the next `up`.
 The mock-GPU label is an input too (`mock_label`): when it moves (it left `gpu-tenancy/mock-gpu`,
@@ -16,11 +16,11 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, ReadResult, UpdateResult
 
-from components.config.names import MOCK_GPU_NODE_LABEL
-from components.gpu.catalog import GPU_MODELS
-from components.gpu.rules import NodeGroup
-from components.ops.kube import core_api, http_status
-from components.ops.simulated_nodes import PARALLEL_REQUESTS, delete_nodes, ensure_nodes, pool_nodes
+from components.domain.catalog import GPU_MODELS
+from components.domain.names import MOCK_GPU_NODE_LABEL
+from components.domain.rules import NodeGroup
+from components.kube.client import core_api, http_status
+from components.lifecycle.simulated_nodes import PARALLEL_REQUESTS, delete_nodes, ensure_nodes, pool_nodes
 from components.providers.base import Provider, ProviderResource
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult
 
-from components.ops.webhook_certificate import issue, renewal_due
+from components.lifecycle.webhook_certificate import issue, renewal_due
 from components.providers.base import Provider, ProviderResource
 
 

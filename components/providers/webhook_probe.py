@@ -1,5 +1,5 @@
 """HamiWebhookProbe: fails the update unless HAMi's webhook answers the tenant API server
-(components.ops.webhook_probe says why that matters). Refresh probes briefly, not for the whole
+(components.lifecycle.webhook_probe says why that matters). Refresh probes briefly, not for the whole
 update timeout: a tunnel that broke since the last update shows up without a long wait, as
 drift (the schedulerName the probe saw), so the next update probes again with its full timeout."""
 
@@ -11,9 +11,9 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, ReadResult, UpdateResult
 
-from components.gpu.hami_annotations import SCHEDULER_NAME
-from components.ops.kube import core_api
-from components.ops.webhook_probe import PROBE_POD, WebhookUnreachableError, probe
+from components.domain.hami_annotations import SCHEDULER_NAME
+from components.kube.client import core_api
+from components.lifecycle.webhook_probe import PROBE_POD, WebhookUnreachableError, probe
 from components.providers.base import Provider, ProviderResource, answering
 
 REFRESH_TIMEOUT_SECONDS = 10.0

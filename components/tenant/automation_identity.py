@@ -14,8 +14,8 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config.names import AUTOMATION_ACCOUNT
-from components.ops.kube import cluster_ca, endpoint_kubeconfig, token_kubeconfig
+from components.domain.names import AUTOMATION_ACCOUNT
+from components.kube.client import cluster_ca, endpoint_kubeconfig, token_kubeconfig
 from components.providers.bound_token import BoundToken
 
 NAMESPACE = "kube-system"

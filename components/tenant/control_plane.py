@@ -16,13 +16,13 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.model import TenantConfig
-from components.config.names import (
+from components.config.versions import KONNECTIVITY_VERSION, coredns_addon
+from components.domain.names import (
     admin_kubeconfig_secret,
     bootstrap_provider,
     tenant_namespace,
     tenant_provider,
 )
-from components.config.versions import KONNECTIVITY_VERSION, coredns_addon
 from components.providers.control_plane_settled import ControlPlaneSettled
 from components.providers.tenant_version import TenantVersion
 from components.tenant.automation_identity import AutomationIdentity
@@ -169,7 +169,7 @@ class ControlPlane(pulumi.ComponentResource):
     endpoint: pulumi.Output[str]
     # admin.conf: what people get (stack output).
     kubeconfig: pulumi.Output[str]
-    # The automation identity's token: what the program's own automation uses (provider, ops).
+    # The automation identity's token: what the program's own automation uses (providers and their back-ends).
     automation_kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 import pulumi
 
 from components.config.model import POOL_EXTERNAL
-from components.config.names import pool_labels
-from components.gpu.hami_annotations import GPU_NODE_LABEL
-from components.ops.bootstrap import label_selector, machine_join, token_id
+from components.domain.hami_annotations import GPU_NODE_LABEL
+from components.domain.names import pool_labels
+from components.lifecycle.bootstrap_token import label_selector, machine_join, token_id
 from components.providers.bootstrap_token import BootstrapToken
 
 

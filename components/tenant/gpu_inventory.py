@@ -8,10 +8,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.model import GpuFleet
-from components.config.names import MACHINE_ID_ANNOTATION, MOCK_GPU_NODE_LABEL, gpu_model_label
-from components.gpu.hami_annotations import GPU_NODE_LABEL, NODE_REGISTER, encode_node_register
-from components.gpu.inventory import gpu_capacity, node_devices
-from components.gpu.rules import Fleet
+from components.domain.hami_annotations import GPU_NODE_LABEL, NODE_REGISTER, encode_node_register
+from components.domain.inventory import gpu_capacity, node_devices
+from components.domain.names import MACHINE_ID_ANNOTATION, MOCK_GPU_NODE_LABEL, gpu_model_label
+from components.domain.rules import Fleet
 from components.providers.node_gpu_capacity import NodeGpuCapacity
 
 

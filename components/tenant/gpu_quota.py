@@ -25,8 +25,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config.names import GPU_BUDGET_LABEL
-from components.gpu.hami_annotations import (
+from components.domain.hami_annotations import (
     HAMI_WEBHOOK_LABEL,
     RES_GPU,
     RES_GPUCORES,
@@ -35,7 +34,8 @@ from components.gpu.hami_annotations import (
     RES_PRIORITY,
     SCHEDULER_NAME,
 )
-from components.gpu.requests import Quota, budget_shares
+from components.domain.names import GPU_BUDGET_LABEL
+from components.domain.requests import Quota, budget_shares
 
 QUOTA_NAME = "gpu-quota"
 SHARED_NAMESPACE = "default"

@@ -18,11 +18,11 @@ from components.config.model import (
     MirrorConfig,
     TenantConfig,
 )
-from components.config.names import pool_labels, workload_resource
-from components.gpu.inventory import node_devices
-from components.gpu.requests import Demand, total_usage
-from components.ops.bootstrap import kubeconfig_ca_hash
-from components.ops.registry_mirror import CONTAINERD, mirror_files
+from components.domain.inventory import node_devices
+from components.domain.names import pool_labels, workload_resource
+from components.domain.requests import Demand, total_usage
+from components.lifecycle.bootstrap_token import kubeconfig_ca_hash
+from components.nodes.registry_mirror import CONTAINERD, mirror_files
 from components.providers.node_handover import NodeSettled
 from components.providers.simulated_nodes import SimulatedNodes
 from components.tenant.control_plane import ControlPlane, ControlPlaneArgs

@@ -10,8 +10,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.model import WorkloadConfig
-from components.config.names import FAIL_ON_PENDING_ANNOTATION, TENANT_LABEL, WORKLOAD_LABEL
-from components.gpu.hami_annotations import NOUSE_GPU_TYPE, USE_GPU_TYPE
+from components.domain.hami_annotations import NOUSE_GPU_TYPE, USE_GPU_TYPE
+from components.domain.names import FAIL_ON_PENDING_ANNOTATION, TENANT_LABEL, WORKLOAD_LABEL
 from components.providers.release_wait import ReleaseWait
 
 

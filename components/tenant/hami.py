@@ -16,14 +16,14 @@ import yaml
 from components.config import versions
 from components.config.chart_sources import ChartSource
 from components.config.model import CHARTS, POOL_DOCKER, HamiConfig
-from components.config.names import (
+from components.domain import hami_annotations as ha
+from components.domain.names import (
     DEVICE_CONFIG_ANNOTATION,
     HAMI_NAMESPACE,
     POOL_MODE_LABEL,
     WEBHOOK_CERTIFICATE_ANNOTATION,
 )
-from components.gpu import hami_annotations as ha
-from components.ops import webhook_certificate as wc
+from components.lifecycle import webhook_certificate as wc
 from components.platform.helm import Chart, HelmReleaseArgs, helm_release
 from components.providers.hami_registration import HamiRegistration
 from components.providers.webhook_certificate import WebhookCertificate

@@ -2,7 +2,7 @@
 
 KWOK needs only the tenant API server. It acts as a ServiceAccount limited to what KWOK does
 (KWOK_RBAC_RULES), on a bound, expiring token: a keeper container beside it (the release
-controller's image, components.ops.bound_token) renews the token with the token itself and keeps
+controller's image, components.kube.bound_token) renews the token with the token itself and keeps
 it in a Docker volume both share; KWOK's kubeconfig names that file (`tokenFile`, which client-go
 re-reads every minute), so a renewal restarts nothing. Kubeconfigs reach the containers only as
 uploaded files, from Pulumi secrets. Both are restarted by Docker and removed on destroy.
@@ -20,9 +20,9 @@ import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
 from components.config import versions
-from components.config.names import TENANT_LABEL, kwok_name, tokens_volume
-from components.ops.kube import cluster_ca, token_file_kubeconfig
-from components.ops.simulated_nodes import KWOK_PORT, KWOK_RBAC_RULES, NODE_STAGES, kwok_args
+from components.controllers.kwok import KWOK_PORT, KWOK_RBAC_RULES, NODE_STAGES, kwok_args
+from components.domain.names import TENANT_LABEL, kwok_name, tokens_volume
+from components.kube.client import cluster_ca, token_file_kubeconfig
 from components.tenant.release_controller import KUBECONFIG_PATH, RUN_AS, TOKEN_DIR
 from components.tenant.service_account import scoped_kubeconfig
 
@@ -86,7 +86,7 @@ class KwokController(pulumi.ComponentResource):
             f"{name}-token-keeper",
             name=f"{container_name}-token-keeper",
             image=args.keeper_image,
-            entrypoints=["python", "-m", "components.ops.bound_token"],
+            entrypoints=["python", "-m", "components.kube.bound_token"],
             command=["--kubeconfig", KUBECONFIG_PATH, "--token-file", TOKEN_FILE],
             user=RUN_AS,  # a bare uid: the owned upload below (release_controller.RUN_AS says why)
             restart="unless-stopped",

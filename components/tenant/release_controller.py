@@ -13,7 +13,7 @@ in the engine's storage on the host, and the renewed token in a Docker volume th
 use the Docker socket. The token is bound and expiring; the controller renews it itself.
 Logs: `docker logs <lab>-<tenant>-releaser`; metrics and health on the container's
 loopback only, port 9400 (the lab's network reaches every tenant's workers): read them with
-`docker exec <lab>-<tenant>-releaser python -m components.ops.release.scrape [/healthz]` (the
+`docker exec <lab>-<tenant>-releaser python -m components.controllers.release.scrape [/healthz]` (the
 `releaseController.metrics` stack output). A pod whose release keeps failing is reported (an Event
 on it, gpu_tenancy_pods_stuck), never a reason to restart the controller.
 """
@@ -26,9 +26,9 @@ import pulumi
 import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
-from components.config.names import TENANT_LABEL, release_controller_container, tokens_volume
-from components.ops.release import policy as release_policy
-from components.ops.release.policy import rbac_rules
+from components.controllers.release import policy as release_policy
+from components.controllers.release.policy import rbac_rules
+from components.domain.names import TENANT_LABEL, release_controller_container, tokens_volume
 from components.tenant.service_account import NAMESPACE, scoped_kubeconfig
 
 SERVICE_ACCOUNT = "gpu-tenancy-releaser"
@@ -41,7 +41,7 @@ TOKEN_DIR = "/var/lib/gpu-tenancy"
 # and the upload fails; a bare uid resolves on any host that has it (nobody, 65534, nearly everywhere).
 RUN_AS = "65534"
 # Prints the controller's /metrics from inside its container (the stack's `metrics` output).
-SCRAPE = "python -m components.ops.release.scrape"
+SCRAPE = "python -m components.controllers.release.scrape"
 
 
 TYPE = "gpu-tenancy:index:ReleaseController"
@@ -60,7 +60,7 @@ class ReleaseControllerArgs:
     # Used once, to read the ServiceAccount's token; the container never sees it.
     admin_kubeconfig: pulumi.Input[str]
     # The stack's bare pods (NAMESPACE/NAME) the controller makes again when a restarted worker's
-    # kubelet refuses them at admission (components.ops.release.readmit); none: it creates no pod.
+    # kubelet refuses them at admission (components.controllers.release.readmit); none: it creates no pod.
     readmit: tuple[str, ...] = ()
 
 

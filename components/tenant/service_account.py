@@ -3,7 +3,7 @@
 For the lab's own controllers (the release controller, KWOK): each acts with only the rules it
 needs, never with the tenant's admin credentials. The stack issues a bound token (TokenRequest)
 of STACK_TOKEN_SECONDS, renewed by `up` once less than RENEW_BEFORE_SECONDS is left; the
-controller's keeper (components.ops.bound_token) renews its working token every 16 h with the
+controller's keeper (components.kube.bound_token) renews its working token every 16 h with the
 token itself, which the account's own Role allows for that account alone. A lab switched off for
 less than about five days comes back by itself; after longer, `pulumi up` issues a new token.
 """
@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.ops.bound_token import self_renewal_rules
-from components.ops.kube import cluster_ca, token_kubeconfig
+from components.kube.bound_token import self_renewal_rules
+from components.kube.client import cluster_ca, token_kubeconfig
 from components.providers.bound_token import BoundToken
 
 NAMESPACE = "kube-system"

@@ -1,7 +1,7 @@
 """WorkerNode: a kindest/node container joined to its tenant with kubeadm; NodeBootstrap: the
 RBAC those joins need in the tenant.
 
-Lifecycle (components.ops.bootstrap says why each step is safe):
+Lifecycle (components.lifecycle.bootstrap_token says why each step is safe):
 - the container keeps a fixed name (its hostname is the Node name), so it is replaced
   delete-before-replace, and everything tied to it follows it;
 - each container gets its own short-lived bootstrap token, handed to `kubeadm join` inside a
@@ -24,8 +24,8 @@ import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
 from components.config.model import CONTAINERD_WAIT_SECONDS
-from components.config.names import MACHINE_ID_ANNOTATION
-from components.ops.bootstrap import (
+from components.domain.names import MACHINE_ID_ANNOTATION
+from components.lifecycle.bootstrap_token import (
     NODE_BOOTSTRAP_BINDINGS,
     NODE_NETWORK_ROLE,
     NODE_NETWORK_RULES,
@@ -33,7 +33,7 @@ from components.ops.bootstrap import (
     token_id,
     worker_joins,
 )
-from components.ops.node_container import NodeContainer
+from components.nodes.node_container import NodeContainer
 from components.platform.lab_node import node_container
 from components.providers.bootstrap_token import BootstrapToken
 from components.providers.node_handover import NodeDrain
@@ -112,7 +112,7 @@ class WorkerNodeArgs:
     endpoint: str
     # The tenant's admin kubeconfig (secret): issues the token, watches the Node.
     tenant_kubeconfig: pulumi.Input[str]
-    # The tenant CA's pin, sha256:<hex> (components.ops.bootstrap.ca_cert_hash).
+    # The tenant CA's pin, sha256:<hex> (components.lifecycle.bootstrap_token.ca_cert_hash).
     ca_cert_hash: pulumi.Input[str]
     token_ttl_seconds: int
     # The tenant's provider and the node's pool labels (HAMi's scheduler is pinned by them).

@@ -1,11 +1,11 @@
 """The management cluster as the stack makes it (issue 39): one node container from the lab's node
 image, `kubeadm init` through the project's own configuration and INIT script
-(components.ops.management_node), every image pulled through the lab's registry mirror, from
+(components.nodes.management_node), every image pulled through the lab's registry mirror, from
 images built here (tools/images/build.sh). Then what Kamaji needs of it:
 - the node Ready with no control-plane taint, its API server answering the host on the node's address;
 - CoreDNS answering a pod's lookup of the API's Service name;
 - a PersistentVolumeClaim that names no class bound through the lab's default StorageClass
-  (the local-path provisioner, components.ops.local_path), written by a pod, and its volume and
+  (the local-path provisioner, components.nodes.local_path), written by a pod, and its volume and
   directory removed with the claim;
 - a NodePort answering from the host on the node's address (what `managementIp` is for);
 - a tenant-version kube-apiserver pod running from the mirror (imagePullPolicy Always, as Kamaji
@@ -29,7 +29,7 @@ from components.config.versions import (
     MANAGEMENT_KUBERNETES_VERSION,
     kubeadm_images,
 )
-from components.ops import local_path
+from components.nodes import local_path
 from tests.support.docker_lab import DockerLab, docker, missing, node_image
 from tests.support.events import events
 from tests.support.management import (

@@ -28,7 +28,7 @@ import pytest
 
 from components.config.image_refs import STANDARD_REGISTRIES, ImageRef
 from components.config.versions import DEFAULT_TENANT_VERSION
-from components.ops.registry_mirror import CA_FILE, CONTAINERD_CERTS_DIR, Mirror, containerd_files
+from components.nodes.registry_mirror import CA_FILE, CONTAINERD_CERTS_DIR, Mirror, containerd_files
 from tests.support.cluster import self_signed, signed_by
 from tests.support.docker_lab import BUSYBOX, control_plane_image, docker, missing
 from tests.support.events import events

@@ -13,10 +13,16 @@ from kubernetes import client
 
 from components.config.model import GpuFleet
 from components.config.versions import DEFAULT_TENANT_VERSION as VERSION
-from components.gpu.hami_annotations import NODE_REGISTER, RES_GPU
-from components.gpu.inventory import gpu_capacity
-from components.ops.bootstrap import create_token, join_configuration, kubeconfig_ca_hash, token_id, token_secret_name
-from components.ops.node_container import NodeContainer
+from components.domain.hami_annotations import NODE_REGISTER, RES_GPU
+from components.domain.inventory import gpu_capacity
+from components.lifecycle.bootstrap_token import (
+    create_token,
+    join_configuration,
+    kubeconfig_ca_hash,
+    token_id,
+    token_secret_name,
+)
+from components.nodes.node_container import NodeContainer
 from components.providers.node_gpu_capacity import NodeGpuCapacityProvider
 from components.providers.node_membership import NodeMembershipProvider
 from components.tenant.gpu_inventory import fake_cards_metadata

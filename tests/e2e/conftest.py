@@ -47,7 +47,7 @@ def outputs(docker_host: None) -> dict[str, Any]:
 
 
 def tenant_core(outputs: dict[str, Any], tenant: str) -> Any:
-    from components.ops.kube import core_api
+    from components.kube.client import core_api
 
     return core_api(outputs[tenant]["kubeconfig"])
 

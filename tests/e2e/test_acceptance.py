@@ -17,9 +17,9 @@ from contextlib import suppress
 import pytest
 from kubernetes import client
 
-from components.gpu import hami_annotations as ha
-from components.ops import hami_reasons
-from components.ops.waiting import TimedOut, wait_until
+from components.domain import hami_annotations as ha
+from components.kube import hami_reasons
+from components.kube.waiting import TimedOut, wait_until
 from tests.support.gpu_pods import create_gpu_pod
 from tests.support.waits import settles
 

@@ -15,9 +15,9 @@ import pytest
 import yaml
 from kubernetes import client
 
-from components.config.names import AUTOMATION_ACCOUNT
-from components.ops.bound_token import account_of, expires
-from components.ops.kube import api_client
+from components.domain.names import AUTOMATION_ACCOUNT
+from components.kube.bound_token import account_of, expires
+from components.kube.client import api_client
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = Path(__file__).parent / "programs" / "automation_identity"

@@ -15,10 +15,10 @@ from datetime import datetime
 import pytest
 from kubernetes import client
 
-from components.ops import bound_token as bt
-from components.ops.kube import cluster_ca, core_api, http_status, token_file_kubeconfig, token_kubeconfig
-from components.ops.simulated_nodes import KWOK_NODE_ANNOTATION, KWOK_RBAC_RULES, NODE_STAGES, kwok_args
-from components.ops.waiting import wait_until
+from components.controllers.kwok import KWOK_NODE_ANNOTATION, KWOK_RBAC_RULES, NODE_STAGES, kwok_args
+from components.kube import bound_token as bt
+from components.kube.client import cluster_ca, core_api, http_status, token_file_kubeconfig, token_kubeconfig
+from components.kube.waiting import wait_until
 from tests.support.cluster import free_port
 from tests.support.tools import require
 
@@ -115,7 +115,7 @@ def test_the_release_controllers_client_asks_for_its_token_before_every_request(
 
 def test_the_release_controller_renews_into_its_token_file(cluster, tmp_path):
     """`--token-file`: the controller starts from the stack's token and keeps the file current."""
-    from components.ops.release.policy import RBAC_RULES
+    from components.controllers.release.policy import RBAC_RULES
     from tests.support.release_process import ROOT
 
     name = account(cluster, RBAC_RULES)
@@ -129,7 +129,7 @@ def test_the_release_controller_renews_into_its_token_file(cluster, tmp_path):
         [
             sys.executable,
             "-m",
-            "components.ops.release",
+            "components.controllers.release",
             "--kubeconfig",
             str(config),
             "--token-file",
@@ -155,7 +155,7 @@ def test_the_release_controller_renews_into_its_token_file(cluster, tmp_path):
         [
             sys.executable,
             "-m",
-            "components.ops.release",
+            "components.controllers.release",
             "--kubeconfig",
             str(expired),
             "--token-file",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from components.gpu import hami_annotations as ha
-from components.gpu.requests import Quota
-from components.ops.capacity_report import allocated_by_hami, build_report, load_stack, render_table
+from components.domain import hami_annotations as ha
+from components.domain.requests import Quota
+from components.reports.capacity_report import allocated_by_hami, build_report, load_stack, render_table
 from tests.support.hami_stand_in import hami_event, new_pod
 
 pytestmark = pytest.mark.integration

@@ -24,7 +24,7 @@ from kubernetes import client
 
 from components.config import chart_sources, versions
 from components.config.model import POOL_DOCKER, HamiConfig
-from components.config.names import POOL_MODE_LABEL
+from components.domain.names import POOL_MODE_LABEL
 from components.platform.kamaji import kamaji_values
 from components.tenant.hami import hami_values
 from tests.support.charts import REGISTRY_SH, Helm, LabRegistry, Registry, real_hami_chart, write_chart

@@ -10,8 +10,8 @@ import time
 import pytest
 from kubernetes import client
 
-from components.ops.control_plane_settle import MARKERS, observe, wait_settled
-from components.ops.kube import core_api
+from components.kube.client import core_api
+from components.lifecycle.control_plane_settled import MARKERS, observe, wait_settled
 
 pytestmark = pytest.mark.integration
 

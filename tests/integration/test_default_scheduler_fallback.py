@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from components.gpu import hami_annotations as ha
-from components.ops import webhook_probe as wp
+from components.domain import hami_annotations as ha
+from components.lifecycle import webhook_probe as wp
 from components.providers.node_gpu_capacity import NodeGpuCapacityProvider
 from tests.support.cluster import add_node, start_cluster
 from tests.support.tools import require

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from components.ops import bootstrap as bs
+from components.lifecycle import bootstrap_token as bs
 from components.tenant.external_pool import external_labels
 from tests.support.cluster import TOKEN
 from tests.support.waits import settles

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from components.config.names import GPU_BUDGET_LABEL
-from components.gpu import hami_annotations as ha
+from components.domain import hami_annotations as ha
+from components.domain.names import GPU_BUDGET_LABEL
 from components.tenant.gpu_quota import POLICY_NAME, budget_policy_spec
 from tests.support.cluster import start_cluster
 from tests.support.tools import require

@@ -11,9 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from kubernetes import client
 
-from components.config.names import HAMI_NAMESPACE
-from components.gpu import hami_annotations as ha
-from components.ops import hami_registration as hr
+from components.domain import hami_annotations as ha
+from components.domain.names import HAMI_NAMESPACE
+from components.lifecycle import hami_registration as hr
 from tests.support.cluster import add_node, free_port, routable_ip
 
 pytestmark = pytest.mark.integration

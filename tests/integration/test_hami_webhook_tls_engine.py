@@ -17,8 +17,8 @@ from kubernetes import client
 
 from components.config import versions
 from components.config.model import HamiConfig
-from components.config.names import HAMI_NAMESPACE, WEBHOOK_CERTIFICATE_ANNOTATION
-from components.ops import webhook_probe as wp
+from components.domain.names import HAMI_NAMESPACE, WEBHOOK_CERTIFICATE_ANNOTATION
+from components.lifecycle import webhook_probe as wp
 from components.tenant.hami import (
     HAMI_SCHEDULER_SERVICE,
     HAMI_TLS_SECRET,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from components.gpu import hami_annotations as ha
+from components.domain import hami_annotations as ha
 from tests.support.cluster import TOKEN, add_node
 
 PROGRAM = Path(__file__).parent / "programs" / "inventory"

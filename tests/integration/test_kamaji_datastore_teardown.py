@@ -12,9 +12,9 @@ import pytest
 import yaml
 from kubernetes import client
 
-from components.ops.kamaji_datastore import GROUP, VERSION, DataStoreInUseError, delete_datastore, tenants_using
-from components.ops.kube import core_api
-from components.ops.waiting import wait_until
+from components.kube.client import core_api
+from components.kube.waiting import wait_until
+from components.lifecycle.datastore_teardown import GROUP, VERSION, DataStoreInUseError, delete_datastore, tenants_using
 from tests.support.harness import ROOT
 
 pytestmark = pytest.mark.integration

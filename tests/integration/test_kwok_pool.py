@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from components.config.model import GpuFleet
-from components.config.names import MOCK_GPU_NODE_LABEL, POOL_MODE_LABEL
-from components.gpu import hami_annotations as ha
-from components.gpu.inventory import advertised_resources, node_devices
-from components.ops.simulated_nodes import selector
+from components.domain import hami_annotations as ha
+from components.domain.inventory import advertised_resources, node_devices
+from components.domain.names import MOCK_GPU_NODE_LABEL, POOL_MODE_LABEL
+from components.lifecycle.simulated_nodes import selector
 from tests.support.cluster import TOKEN, start_cluster
 from tests.support.kwok import start_kwok, wait_for
 from tests.support.tools import require

@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 import pytest
 from kubernetes import client
 
-from components.gpu import hami_annotations as ha
-from components.ops import workload_wait as ww
-from components.ops.release import daemon
-from components.ops.release import lock as lr
+from components.controllers.release import daemon
+from components.controllers.release import lock as lr
+from components.domain import hami_annotations as ha
+from components.lifecycle import release_wait as ww
 from tests.support.cluster import add_node
 from tests.support.hami_stand_in import SCHEDULER_SAYS, mark_unschedulable
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from components.config.names import MOCK_GPU_NODE_LABEL
+from components.domain.names import MOCK_GPU_NODE_LABEL
 from tests.support import cluster as tc
 from tests.support.tools import require
 

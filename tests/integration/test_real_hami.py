@@ -13,12 +13,12 @@ import pytest
 from kubernetes import client
 
 from components.config.model import GpuFleet
-from components.gpu import hami_annotations as ha
-from components.gpu.requests import Quota
-from components.ops import hami_reasons
-from components.ops.kube import core_api
-from components.ops.release import controller as rc
-from components.ops.waiting import TimedOut, wait_until
+from components.controllers.release import controller as rc
+from components.domain import hami_annotations as ha
+from components.domain.requests import Quota
+from components.kube import hami_reasons
+from components.kube.client import core_api
+from components.kube.waiting import TimedOut, wait_until
 from components.tenant.gpu_quota import quota_hard
 from tests.support.cluster import start_cluster
 from tests.support.gpu_pods import create_gpu_pod

@@ -13,11 +13,11 @@ import pytest
 from kubernetes import client
 
 from components.config.model import GpuFleet
-from components.gpu import hami_annotations as ha
-from components.gpu.inventory import node_devices
-from components.ops.kube import core_api
-from components.ops.release import controller as rc
-from components.ops.simulated_nodes import ensure_nodes
+from components.controllers.release import controller as rc
+from components.domain import hami_annotations as ha
+from components.domain.inventory import node_devices
+from components.kube.client import core_api
+from components.lifecycle.simulated_nodes import ensure_nodes
 from tests.support.cluster import start_cluster
 from tests.support.kwok import start_kwok, wait_for
 from tests.support.real_hami import SKIP_REASON, RealHami, binary

@@ -1,7 +1,7 @@
 """The real-HAMi tier on a mixed fleet: an A100 pool and an L4 pool of simulated nodes, written by
 the project's code (as SimulatedNodes does, each pool with its own cards) and kept Ready by KWOK.
 HAMi's real scheduler and webhook place pods that choose card types; the project's rulebook
-(`components.gpu.rules`, what the config check and the pack run at preview) must say the same,
+(`components.domain.rules`, what the config check and the pack run at preview) must say the same,
 pod by pod: where each lands (which pool) or that it stays Pending with HAMi's code.
 Skipped, saying why, without a HAMi scheduler binary (HAMI_SCHEDULER)."""
 
@@ -12,15 +12,15 @@ import threading
 import pytest
 
 from components.config.model import GpuFleet
-from components.gpu import hami_annotations as ha
-from components.gpu.inventory import node_devices
-from components.gpu.requests import CardTypes, demand
-from components.gpu.rules import CARD_TYPE_MISMATCH, Fleet, NodeGroup, place_all
-from components.ops import hami_reasons
-from components.ops.kube import core_api
-from components.ops.release import controller as rc
-from components.ops.simulated_nodes import ensure_nodes
-from components.ops.waiting import wait_until
+from components.controllers.release import controller as rc
+from components.domain import hami_annotations as ha
+from components.domain.inventory import node_devices
+from components.domain.requests import CardTypes, demand
+from components.domain.rules import CARD_TYPE_MISMATCH, Fleet, NodeGroup, place_all
+from components.kube import hami_reasons
+from components.kube.client import core_api
+from components.kube.waiting import wait_until
+from components.lifecycle.simulated_nodes import ensure_nodes
 from tests.support.cluster import start_cluster
 from tests.support.kwok import start_kwok
 from tests.support.real_hami import SKIP_REASON, RealHami, binary
@@ -130,8 +130,8 @@ def test_hami_and_the_rulebook_agree_pod_by_pod_on_a_mixed_fleet(mixed_lab):
 def test_the_live_picture_is_what_hami_allocated(mixed_lab, tmp_path):
     """Pods of both pools held at once; the picture drawn from the tenant (HAMi's annotations)
     puts each slice on a card of the pool HAMi chose, and its slices add up to HAMi's totals."""
-    from components.ops.capacity_report import allocated_by_hami
-    from components.ops.fleet_picture import live, render
+    from components.reports.capacity_report import allocated_by_hami
+    from components.reports.fleet_picture import live, render
 
     core = mixed_lab.core()
     pods = {

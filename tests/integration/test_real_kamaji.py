@@ -20,15 +20,15 @@ from kubernetes import client
 
 from components.config.load import load_stack_file, load_tenants
 from components.config.model import TeamSlot
-from components.config.names import (
+from components.config.tenant_version import create_refusal, step_refusal
+from components.domain.names import (
     TEAM_ACCOUNT,
     admin_kubeconfig_secret,
     datastore_schema,
     tenant_namespace,
 )
-from components.config.tenant_version import create_refusal, step_refusal
-from components.ops.kube import api_client, cluster_ca, token_kubeconfig
-from components.ops.waiting import TimedOut, wait_until
+from components.kube.client import api_client, cluster_ca, token_kubeconfig
+from components.kube.waiting import TimedOut, wait_until
 from components.platform.team_access import (
     CONTAINER_LIMITS,
     CONTROL_PLANE_QUOTA,

@@ -21,12 +21,12 @@ import pytest
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
-from components.gpu import hami_annotations as ha
-from components.ops.kube import cluster_ca, core_api, token_kubeconfig
-from components.ops.release import controller as rc
-from components.ops.release import lock as lr
-from components.ops.release.daemon import serve_http
-from components.ops.release.policy import RBAC_RULES
+from components.controllers.release import controller as rc
+from components.controllers.release import lock as lr
+from components.controllers.release.daemon import serve_http
+from components.controllers.release.policy import RBAC_RULES
+from components.domain import hami_annotations as ha
+from components.kube.client import cluster_ca, core_api, token_kubeconfig
 from tests.support.cluster import add_node, free_port, start_cluster
 from tests.support.hami_stand_in import hami_bind, hami_event, new_pod, wait_for_pod, wait_released
 from tests.support.release_process import controller_process, http_status
@@ -267,7 +267,7 @@ def _metrics(port: int) -> dict[str, float]:
 
 
 def test_command_with_least_privilege_releases_a_pod_made_with_the_plain_client(cluster, ns, node, tmp_path):
-    """`python -m components.ops.release` as the lab's container runs it: its own
+    """`python -m components.controllers.release` as the lab's container runs it: its own
     ServiceAccount limited to RBAC_RULES, /metrics and /healthz on its port."""
     core = cluster.core()
     rbac = client.RbacAuthorizationV1Api(cluster.api_client())
@@ -289,7 +289,7 @@ def test_command_with_least_privilege_releases_a_pod_made_with_the_plain_client(
     port = free_port()
     log = open(tmp_path / "controller.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "components.ops.release", "--kubeconfig", str(kubeconfig), "--listen",
+        [sys.executable, "-m", "components.controllers.release", "--kubeconfig", str(kubeconfig), "--listen",
          f"127.0.0.1:{port}"],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from components.gpu import hami_annotations as ha
-from components.ops.kube import core_api
-from components.ops.release import controller as rc
+from components.controllers.release import controller as rc
+from components.domain import hami_annotations as ha
+from components.kube.client import core_api
 from components.providers import release_wait as rw
 from tests.support.cluster import TOKEN, add_node
 from tests.support.hami_stand_in import SCHEDULER_SAYS, hami_bind, mark_unschedulable, wait_for_pod

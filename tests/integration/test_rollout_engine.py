@@ -19,13 +19,13 @@ import pytest
 from kubernetes import client
 
 from components.config.model import GpuFleet
-from components.config.names import WORKLOAD_LABEL
-from components.gpu import hami_annotations as ha
-from components.gpu.inventory import node_devices
-from components.ops.kube import core_api
-from components.ops.release import controller as rc
-from components.ops.simulated_nodes import ensure_nodes
-from components.ops.workload_wait import TEMPLATE_HASH
+from components.controllers.release import controller as rc
+from components.domain import hami_annotations as ha
+from components.domain.inventory import node_devices
+from components.domain.names import WORKLOAD_LABEL
+from components.kube.client import core_api
+from components.lifecycle.release_wait import TEMPLATE_HASH
+from components.lifecycle.simulated_nodes import ensure_nodes
 from components.tenant.gpu_quota import QUOTA_NAME
 from tests.support.cluster import start_cluster
 from tests.support.hami_stand_in import StandInBinder

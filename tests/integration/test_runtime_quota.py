@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from components.gpu import hami_annotations as ha
+from components.domain import hami_annotations as ha
 from tests.support.cluster import start_cluster
 from tests.support.tools import require
 from tests.support.waits import settles

@@ -21,11 +21,11 @@ import yaml
 from kubernetes import client
 
 from components.config.load import load_tenants
-from components.config.names import TEAM_ACCOUNT, datastore_schema
 from components.config.versions import KONNECTIVITY_VERSION
-from components.ops.kube import api_client, cluster_ca, token_kubeconfig
-from components.ops.team_token import token_seconds_left
-from components.ops.waiting import wait_until
+from components.domain.names import TEAM_ACCOUNT, datastore_schema
+from components.kube.client import api_client, cluster_ca, token_kubeconfig
+from components.kube.team_token import token_seconds_left
+from components.kube.waiting import wait_until
 from components.platform.team_access import CONTAINER_LIMITS, CONTROL_PLANE_QUOTA
 from components.tenant.control_plane import control_plane_spec
 from tests.support.cluster import start_cluster

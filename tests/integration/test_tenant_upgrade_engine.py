@@ -25,11 +25,11 @@ import yaml
 from kubernetes import client
 
 from components.config.model import GpuFleet
-from components.config.names import MACHINE_ID_ANNOTATION
-from components.gpu import hami_annotations as ha
-from components.gpu.inventory import gpu_capacity
-from components.ops.kube import core_api
-from components.ops.release import controller as rc
+from components.controllers.release import controller as rc
+from components.domain import hami_annotations as ha
+from components.domain.inventory import gpu_capacity
+from components.domain.names import MACHINE_ID_ANNOTATION
+from components.kube.client import core_api
 from tests.support.cluster import start_cluster
 from tests.support.hami_stand_in import StandInBinder
 from tests.support.kamaji_stand_in import KamajiStandIn

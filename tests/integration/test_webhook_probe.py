@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from components.ops import webhook_probe as wp
+from components.lifecycle import webhook_probe as wp
 from tests.support.cluster import self_signed
 from tests.support.webhooks import StandInMutator, serve_tls
 
@@ -109,7 +109,7 @@ def test_up_refresh_gets_past_a_down_webhook_and_repairs_once_it_is_back(pulumi_
 
 def account_kubeconfig(cluster, name: str) -> tuple[str, str]:
     """A cluster-admin ServiceAccount's kubeconfig and its bound token (revoked with the account)."""
-    from components.ops.kube import cluster_ca, token_kubeconfig
+    from components.kube.client import cluster_ca, token_kubeconfig
 
     core = cluster.core()
     core.create_namespaced_service_account("default", {"metadata": {"name": name}})
@@ -131,7 +131,7 @@ def test_a_rotated_credential_alone_probes_nothing_and_a_lapsed_one_passes_refre
     """Through the engine: a renewed credential is stored by an update that does not probe again
     (the webhook is down by then: a probe would fail); once every credential lapsed (401), a
     refresh finds nothing to change and a destroy passes (the probe holds nothing in the tenant)."""
-    from components.ops.kube import core_api
+    from components.kube.client import core_api
 
     old, old_token = account_kubeconfig(cluster, "rotate-old")
     new, new_token = account_kubeconfig(cluster, "rotate-new")

@@ -11,7 +11,8 @@ import pytest
 import yaml
 from kubernetes import client
 
-from components.ops import bootstrap as bs
+from components.lifecycle import bootstrap_token as bs
+from components.lifecycle import node_membership as nm
 from tests.support.waits import settles
 
 pytestmark = pytest.mark.integration
@@ -81,14 +82,14 @@ def test_a_replaced_workers_clean_up_leaves_its_successor(with_tokencleaner):
     core = with_tokencleaner.core()
     name = f"worker-{uuid.uuid4().hex[:6]}"
     register(core, name, "old-container")
-    assert bs.wait_for_node(core, name, "old-container", timeout=5, interval=0.2)
+    assert nm.wait_for_node(core, name, "old-container", timeout=5, interval=0.2)
     register(core, name, "new-container")  # the successor registered under the same name
-    assert bs.delete_node_if_mine(core, name, "old-container") == "successor"
+    assert nm.delete_node_if_mine(core, name, "old-container") == "successor"
     assert core.read_node(name).status.node_info.machine_id == "new-container"
-    assert bs.delete_node_if_mine(core, name, "new-container") == "deleted"
-    assert bs.delete_node_if_mine(core, name, "new-container") == "absent"
+    assert nm.delete_node_if_mine(core, name, "new-container") == "deleted"
+    assert nm.delete_node_if_mine(core, name, "new-container") == "absent"
 
 
 def test_a_node_that_never_registers_is_named(with_tokencleaner):
-    with pytest.raises(bs.NodeNotRegisteredError, match="no Node after 1 s"):
-        bs.wait_for_node(with_tokencleaner.core(), "never-registers", "m", timeout=1, interval=0.2)
+    with pytest.raises(nm.NodeNotRegisteredError, match="no Node after 1 s"):
+        nm.wait_for_node(with_tokencleaner.core(), "never-registers", "m", timeout=1, interval=0.2)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from components.ops import bootstrap as bs
+from components.lifecycle import bootstrap_token as bs
 from tests.support.waits import settles
 
 PROGRAM = Path(__file__).parent / "programs" / "worker_token"

@@ -21,9 +21,9 @@ import pytest
 from kubernetes import client
 
 from components.config.versions import KIND_NODE_IMAGES
-from components.gpu import hami_annotations as ha
-from components.ops.kube import core_api
-from components.ops.webhook_probe import probe_once
+from components.domain import hami_annotations as ha
+from components.kube.client import core_api
+from components.lifecycle.webhook_probe import probe_once
 from tests.support.dev_lab import DevLab, Sampler, dev_lab
 from tests.support.docker_lab import docker
 from tests.support.gpu_pods import create_gpu_pod

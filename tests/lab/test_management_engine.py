@@ -25,8 +25,8 @@ import pytest
 import yaml
 
 from components.config.versions import LAB_BUSYBOX_IMAGE, MANAGEMENT_KUBERNETES_VERSION
-from components.ops import local_path
-from components.ops.kube import api_client
+from components.kube.client import api_client
+from components.nodes import local_path
 from tests.support.docker_lab import TunablesGuard, docker, ensure_engine, missing, node_image, read_tunables
 from tests.support.management import pulled_images, untainted
 from tests.support.plugins import provider_plugins

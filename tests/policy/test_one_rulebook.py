@@ -13,10 +13,10 @@ from pulumi_policy import PolicyResource, PolicyResourceOptions, StackValidation
 from components.config.load import load_stack_config
 from components.config.model import WorkloadConfig
 from components.config.problems import ConfigError
-from components.gpu.catalog import GPU_MODELS
-from components.gpu.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM, RES_GPUMEM_PERCENTAGE
-from components.gpu.requests import Demand, GpuRequest, PodRequest, parse_request
-from components.gpu.rules import Fleet, pack
+from components.domain.catalog import GPU_MODELS
+from components.domain.hami_annotations import RES_GPU, RES_GPUCORES, RES_GPUMEM, RES_GPUMEM_PERCENTAGE
+from components.domain.requests import Demand, GpuRequest, PodRequest, parse_request
+from components.domain.rules import Fleet, pack
 from components.tenant.gpu_workload import deployment_spec, pod_annotations, pod_spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "policy"))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pulumi
 import yaml
 
-from components.ops.waiting import TimedOut, wait_until
+from components.kube.waiting import TimedOut, wait_until
 from tests.support.tools import ROOT
 
 REGISTRY_SH = ROOT / "tools" / "lab" / "registry.sh"

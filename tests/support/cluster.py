@@ -341,7 +341,7 @@ def add_node(cluster: TestCluster, name: str, mock_gpu: bool = True) -> None:
     labelled as a mock-GPU node (what the inventory does) unless `mock_gpu` is False."""
     from kubernetes import client
 
-    from components.config.names import MOCK_GPU_NODE_LABEL
+    from components.domain.names import MOCK_GPU_NODE_LABEL
 
     core = cluster.core()
     labels = {"kubernetes.io/hostname": name}

@@ -34,8 +34,8 @@ from typing import Any
 import yaml
 
 from components.config.image_refs import ImageRef
-from components.config.names import TENANT_LABEL
 from components.config.versions import LAB_BUSYBOX_IMAGE, LAB_NODE_REPOSITORY, LAB_PYTHON_IMAGE
+from components.domain.names import TENANT_LABEL
 from tests.support.docker_lab import ROOT, TunablesGuard, docker, ensure_engine, missing, read_tunables
 from tests.support.plugins import provider_plugins
 from tests.support.registry import Registry, bridge_gateway, lab_registry, push
@@ -240,7 +240,7 @@ def _image_refs(work: Path, env: dict[str, str], pulled_by: str) -> list[str]:
         [
             str(work / ".venv/bin/python"),
             "-m",
-            "components.ops.image_list",
+            "components.reports.image_list",
             "--stack",
             "dev",
             "--refs",

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from components.config.versions import LAB_BUSYBOX_IMAGE, LAB_NODE_REPOSITORY
-from components.ops.node_container import NodeContainer
+from components.nodes.node_container import NodeContainer
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUIRE_ENV = "GPU_TENANCY_REQUIRE_DOCKER"

@@ -7,7 +7,7 @@ from typing import Any
 
 from kubernetes import client
 
-from components.gpu import hami_annotations as ha
+from components.domain import hami_annotations as ha
 
 
 def gpu_pod(

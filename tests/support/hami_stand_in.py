@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 
 from kubernetes import client
 
-from components.config.names import MOCK_GPU_NODE_LABEL
-from components.gpu import hami_annotations as ha
-from components.ops.waiting import TimedOut, wait_until
+from components.domain import hami_annotations as ha
+from components.domain.names import MOCK_GPU_NODE_LABEL
+from components.kube.waiting import TimedOut, wait_until
 from tests.support.gpu_pods import create_gpu_pod
 from tests.support.waits import settles
 

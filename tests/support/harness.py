@@ -19,8 +19,8 @@ import pulumi
 from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
 
-from components.config.names import PROJECT
-from components.ops import webhook_certificate
+from components.domain.names import PROJECT
+from components.lifecycle import webhook_certificate
 
 ROOT = Path(__file__).resolve().parents[2]
 

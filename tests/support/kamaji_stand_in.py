@@ -4,7 +4,7 @@ reports (Provisioning, then Ready with `version.version` set to the spec's; on a
 Upgrading for `upgrade_seconds`, then Ready at the new version), and the `<tcp>-admin-kubeconfig`
 Secret it writes, here holding the test cluster's own admin kubeconfig under both keys, and, in
 the tenant (here the same API server), what Kamaji makes there last (the objects the stack's
-ControlPlaneSettled gate waits for: components.ops.control_plane_settle.MARKERS). It records
+ControlPlaneSettled gate waits for: components.lifecycle.control_plane_settled.MARKERS). It records
 when each TenantControlPlane became Ready at which version."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from contextlib import suppress
 
 from kubernetes import client
 
-from components.config.names import admin_kubeconfig_secret
-from components.ops.control_plane_settle import MARKERS
+from components.domain.names import admin_kubeconfig_secret
+from components.lifecycle.control_plane_settled import MARKERS
 
 GROUP, VERSION, PLURAL = "kamaji.clastix.io", "v1alpha1", "tenantcontrolplanes"
 

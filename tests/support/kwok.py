@@ -8,9 +8,9 @@ import os
 import subprocess
 from typing import Any
 
-from components.ops.kube import cluster_ca, token_kubeconfig
-from components.ops.simulated_nodes import KWOK_RBAC_RULES, NODE_STAGES, kwok_args
-from components.ops.waiting import TimedOut, wait_until
+from components.controllers.kwok import KWOK_RBAC_RULES, NODE_STAGES, kwok_args
+from components.kube.client import cluster_ca, token_kubeconfig
+from components.kube.waiting import TimedOut, wait_until
 from tests.support.cluster import TestCluster, free_port
 
 ACCOUNT = "gpu-tenancy-kwok"

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from components.ops.bootstrap import (
+from components.lifecycle.bootstrap_token import (
     NODE_BOOTSTRAP_BINDINGS,
     NODE_NETWORK_ROLE,
     NODE_NETWORK_RULES,

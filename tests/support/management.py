@@ -1,4 +1,4 @@
-"""The management node started as the stack starts it (components.ops.management_node): the
+"""The management node started as the stack starts it (components.nodes.management_node): the
 Docker tier and bench/management_node.py share this."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import yaml
 
 from components.config.image_refs import STANDARD_REGISTRIES
 from components.config.versions import LOCAL_PATH_PROVISIONER_IMAGE, MANAGEMENT_KUBERNETES_VERSION, kubeadm_images
-from components.ops import local_path
-from components.ops.kube import api_client
-from components.ops.management_node import ADMIN_KUBECONFIG, API_PORT, INIT, INIT_CONFIG_PATH, init_configuration
-from components.ops.registry_mirror import Mirror, containerd_files
+from components.kube.client import api_client
+from components.nodes import local_path
+from components.nodes.management_node import ADMIN_KUBECONFIG, API_PORT, INIT, INIT_CONFIG_PATH, init_configuration
+from components.nodes.registry_mirror import Mirror, containerd_files
 from tests.support.docker_lab import DockerLab, docker
 from tests.support.waits import settles
 

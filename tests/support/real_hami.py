@@ -27,10 +27,10 @@ import yaml
 from kubernetes import client
 
 from components.config.model import GpuFleet, HamiConfig
-from components.config.names import HAMI_NAMESPACE, MOCK_GPU_NODE_LABEL
-from components.gpu import hami_annotations as ha
-from components.gpu.inventory import advertised_resources, node_devices
-from components.ops import hami_registration
+from components.domain import hami_annotations as ha
+from components.domain.inventory import advertised_resources, node_devices
+from components.domain.names import HAMI_NAMESPACE, MOCK_GPU_NODE_LABEL
+from components.lifecycle import hami_registration
 from components.tenant.hami import extender_args, scheduler_device_config
 from tests.support.cluster import TestCluster, add_node, free_port, routable_ip, self_signed, stop_processes
 from tests.support.tools import executable_from_env

@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from components.ops.waiting import TimedOut, wait_until
+from components.kube.waiting import TimedOut, wait_until
 from tests.support.cluster import TestCluster, free_port, self_signed, signed_by
 from tests.support.tools import ROOT, executable_from_env
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from components.config.image_refs import ImageRef
-from components.ops.registry_mirror import Mirror
+from components.nodes.registry_mirror import Mirror
 from tests.support.docker_lab import ROOT, docker, missing
 
 REGISTRY_SH = ROOT / "tools/lab/registry.sh"

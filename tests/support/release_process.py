@@ -48,7 +48,7 @@ def controller_process(kubeconfig: str, *args: str, log_level: str = "ERROR") ->
         f.write(kubeconfig)
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "components.ops.release", "--kubeconfig", path,
+        [sys.executable, "-m", "components.controllers.release", "--kubeconfig", path,
          "--listen", f"127.0.0.1:{port}", "--log-level", log_level, *args],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip

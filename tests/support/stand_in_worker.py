@@ -14,9 +14,10 @@ import pulumi
 from pulumi.dynamic import CreateResult
 
 from components.config.model import POOL_DOCKER
-from components.config.names import pool_labels
-from components.ops.kube import core_api, get_json_or_none
-from components.ops.simulated_nodes import KWOK_NODE_ANNOTATION, NODE_RESOURCES
+from components.controllers.kwok import KWOK_NODE_ANNOTATION
+from components.domain.names import pool_labels
+from components.kube.client import core_api, get_json_or_none
+from components.lifecycle.simulated_nodes import NODE_RESOURCES
 from components.providers.base import Provider, ProviderResource
 
 

@@ -1,11 +1,11 @@
-"""Waiting in tests, through the project's one helper (components.ops.waiting.wait_until)."""
+"""Waiting in tests, through the project's one helper (components.kube.waiting.wait_until)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from components.ops.waiting import TimedOut, wait_until
+from components.kube.waiting import TimedOut, wait_until
 
 
 def settles(check: Callable[[], Any], *, timeout: float, interval: float = 0.5) -> bool:

@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from components.ops import bound_token as bt
+from components.kube import bound_token as bt
+from components.kube.team_token import token_seconds_left
 from components.providers.bound_token import BoundTokenProvider
 
 
@@ -181,3 +182,10 @@ def test_token_keeper_restarted_serves_the_renewal_its_file_holds(tmp_path):
     keeper.path.write_text(jwt({"iat": START, "exp": START + 9 * DAY, "sub": "system:serviceaccount:x:other"}))
     other = bt.TokenKeeper(keeper.kubeconfig, keeper.path, clock=lambda: clock["now"], connect=lambda _k: api)
     assert bt.account_of(other.current()) == ("kube-system", "kwok")
+
+
+def test_a_team_token_s_time_left_is_read_by_the_one_decoder():
+    assert token_seconds_left(jwt({"exp": 1000}), now=400) == 600
+    assert token_seconds_left(jwt({"sub": "no expiry"}), now=0) is None
+    for broken in ("", "not-a-jwt", "a.%%%.c", "a.b"):
+        assert token_seconds_left(broken, now=0) is None, broken

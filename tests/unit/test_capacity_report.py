@@ -1,7 +1,7 @@
 """The capacity report for the dev stack's own config (no cluster asked)."""
 
-from components.gpu.requests import Quota
-from components.ops.capacity_report import build_report, load_stack, main, render_markdown, render_table
+from components.domain.requests import Quota
+from components.reports.capacity_report import build_report, load_stack, main, render_markdown, render_table
 from tests.support.tables import markdown_rows
 
 
@@ -42,7 +42,7 @@ def test_command(capsys):
 
 
 def test_a_mixed_fleet_is_reported_per_model_and_a_stack_file_path_is_read(capsys):
-    from components.ops.capacity_report import main
+    from components.reports.capacity_report import main
 
     assert main(["--stack", "examples/Pulumi.mixed.yaml"]) == 0
     out = capsys.readouterr().out
@@ -69,7 +69,7 @@ def test_the_picture_of_an_unreachable_tenant_is_one_line_naming_it(monkeypatch,
     """With --live and --picture: team-a's API server does not answer, team-b's kubeconfig is not
     one; each gets one line naming the tenant and what failed, the table still says so, the
     exit status says something asked for was not drawn."""
-    import components.ops.capacity_report as cr
+    import components.reports.capacity_report as cr
 
     kubeconfigs = {"team-a": unreachable_kubeconfig(), "team-b": "not: [a kubeconfig"}
     monkeypatch.setattr(cr, "stack_kubeconfigs", lambda _stack: kubeconfigs)
@@ -80,14 +80,14 @@ def test_the_picture_of_an_unreachable_tenant_is_one_line_naming_it(monkeypatch,
     a = [line for line in lines if "tenant team-a:" in line]
     b = [line for line in lines if "tenant team-b:" in line]
     assert len(a) == 1 and len(b) == 1 and len(lines) == 2, err
-    assert a[0].startswith("python -m components.ops.capacity_report: error: tenant team-a: no live picture")
+    assert a[0].startswith("python -m components.reports.capacity_report: error: tenant team-a: no live picture")
     assert "Connection refused" in a[0] and "object at 0x" not in a[0]
     assert "not reachable: " in out and "Connection refused" in out  # the table's column says it too
     assert not list(tmp_path.iterdir())
 
 
 def test_the_other_tenants_pictures_are_still_drawn(monkeypatch, tmp_path, capsys):
-    import components.ops.capacity_report as cr
+    import components.reports.capacity_report as cr
 
     monkeypatch.setattr(cr, "stack_kubeconfigs", lambda _stack: {"team-a": unreachable_kubeconfig()})
     assert main(["--stack", "dev", "--live", "--picture", str(tmp_path)]) == 1
@@ -98,7 +98,7 @@ def test_the_other_tenants_pictures_are_still_drawn(monkeypatch, tmp_path, capsy
 def test_a_tenant_refusing_the_credential_is_named_with_the_status():
     from kubernetes.client import ApiException
 
-    from components.ops.capacity_report import pictures
+    from components.reports.capacity_report import pictures
 
     def refusing(_kubeconfig):
         class Core:
@@ -120,7 +120,7 @@ def test_a_kubeconfig_that_cannot_be_read_is_a_note_in_the_table():
 
 
 def test_stack_outputs_that_cannot_be_read_are_one_line(monkeypatch, capsys):
-    import components.ops.capacity_report as cr
+    import components.reports.capacity_report as cr
 
     said = "cannot read the outputs of stack dev: no stack named 'dev' found"
 
@@ -130,4 +130,4 @@ def test_stack_outputs_that_cannot_be_read_are_one_line(monkeypatch, capsys):
     monkeypatch.setattr(cr, "stack_kubeconfigs", no_outputs)
     assert main(["--stack", "dev", "--live"]) == 2
     err = capsys.readouterr().err
-    assert err == f"python -m components.ops.capacity_report: error: {said}\n"
+    assert err == f"python -m components.reports.capacity_report: error: {said}\n"

@@ -14,9 +14,8 @@ from components.config import image_set, versions
 from components.config.image_refs import STANDARD_REGISTRIES, ImageRef
 from components.config.load import load_stack_config, load_stack_file
 from components.config.problems import ConfigError
-from components.ops import image_list
-from components.ops.management_node import INIT_CONFIG_PATH
-from components.ops.registry_mirror import (
+from components.nodes.management_node import INIT_CONFIG_PATH
+from components.nodes.registry_mirror import (
     CONTAINERD_CERTS_DIR,
     K3S_MIRROR_CA,
     K3S_REGISTRIES,
@@ -25,6 +24,7 @@ from components.ops.registry_mirror import (
     hosts_toml,
     k3s_registries_yaml,
 )
+from components.reports import image_list
 from tests.support.certs import self_signed_ca_pem
 from tests.support.harness import ROOT, load_config_file, run_program
 
@@ -247,7 +247,7 @@ def test_the_python_index_and_its_ca_reach_the_release_controllers_build():
         "PIP_INDEX_URL": "https://pypi.example.com/simple",
         "PIP_CA_PEM": CA,
     }
-    dockerfile = (ROOT / "components/ops/release/Dockerfile").read_text()
+    dockerfile = (ROOT / "components/controllers/release/Dockerfile").read_text()
     assert "ARG PIP_CA_PEM" in dockerfile and "PIP_CERT=/tmp/pip-ca.pem" in dockerfile
     assert "rm -f /tmp/pip-ca.pem" in dockerfile  # kept only for the install
 

@@ -238,7 +238,7 @@ def test_program_with_bad_config_registers_nothing():
 
     import pulumi
 
-    from components.config.names import PROJECT
+    from components.domain.names import PROJECT
     from tests.support.harness import ProgramMocks, Recorder
 
     rec = Recorder()
@@ -418,7 +418,7 @@ def test_a_stack_file_is_read_as_up_reads_its_config(tmp_path):
     """The offline tools' loader (load_stack_file) and `up`'s (load_config over Pulumi's config)
     are one: the same StackConfig from the same keys, secrets only noted as given."""
     from components.config.load import load_config, load_stack_file
-    from components.config.names import PROJECT
+    from components.domain.names import PROJECT
 
     assert yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["name"] == PROJECT
     from_file = load_stack_file(ROOT / "Pulumi.dev.yaml")

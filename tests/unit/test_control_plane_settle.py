@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from components.ops.control_plane_settle import ControlPlaneUnsettledError, Observation, wait_settled
+from components.lifecycle.control_plane_settled import ControlPlaneUnsettledError, Observation, wait_settled
 from tests.support.clock import FakeClock
 
 

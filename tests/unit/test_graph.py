@@ -10,11 +10,11 @@ import yaml
 from cryptography import x509
 
 from components.config import versions
-from components.gpu import hami_annotations as ha
-from components.ops.bound_token import self_renewal_rules
-from components.ops.kube import endpoint_kubeconfig
-from components.ops.management_node import INIT, INIT_CONFIG_PATH, init_configuration
-from components.ops.release.policy import RBAC_RULES, READMIT_RULES
+from components.controllers.release.policy import RBAC_RULES, READMIT_RULES
+from components.domain import hami_annotations as ha
+from components.kube.bound_token import self_renewal_rules
+from components.kube.client import endpoint_kubeconfig
+from components.nodes.management_node import INIT, INIT_CONFIG_PATH, init_configuration
 from components.tenant.hami import scheduler_device_config
 from tests.support.harness import (
     AUTOMATION_TOKEN,
@@ -474,7 +474,9 @@ def test_the_lab_node_image_runs_the_workers_and_brings_its_own_pod_network():
 @pytest.mark.parametrize("team", ["team-a", "team-b"])
 def test_release_controller_runs_with_the_lab_on_its_own_least_privilege_token(rec, team):
     image = rec.named("releaser-image").inputs
-    assert image["build"]["dockerfile"] == "components/ops/release/Dockerfile" and image["build"]["context"] == "."
+    assert (
+        image["build"]["dockerfile"] == "components/controllers/release/Dockerfile" and image["build"]["context"] == "."
+    )
     assert image["build"]["args"] == {"BASE_IMAGE": "docker.io/library/python:3.11-slim"}
     assert image["skipPush"] is True
     c = rec.named(f"{team}-releaser-container")
@@ -509,7 +511,7 @@ def test_release_controller_runs_with_the_lab_on_its_own_least_privilege_token(r
     assert renewal["rules"] == self_renewal_rules("gpu-tenancy-releaser")
     assert rec.stack_outputs[team]["releaseController"] == {
         "container": f"gpu-lab-{team}-releaser",
-        "metrics": f"docker exec gpu-lab-{team}-releaser python -m components.ops.release.scrape",
+        "metrics": f"docker exec gpu-lab-{team}-releaser python -m components.controllers.release.scrape",
     }
 
 

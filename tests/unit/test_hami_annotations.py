@@ -7,9 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from components.config.model import GpuFleet
-from components.gpu import hami_annotations as ha
-from components.gpu.catalog import GPU_MODELS
-from components.gpu.inventory import node_devices
+from components.domain import hami_annotations as ha
+from components.domain.catalog import GPU_MODELS
+from components.domain.inventory import node_devices
 
 A100_GOLDEN = (
     '[{"id":"GPU-teama-n1-0","index":0,"count":10,"devmem":81920,"devcore":100,'

@@ -1,7 +1,7 @@
 """HAMi's reasons from the messages HAMi 2.8.3 and 2.10 write (format strings from
 pkg/scheduler/score.go `%d nodes %s(%s)`, pkg/util/nodelock `node %s has been locked within %v`)."""
 
-from components.ops.hami_reasons import NODE_LOCK_CONTENTION, parse
+from components.kube.hami_reasons import NODE_LOCK_CONTENTION, parse
 
 
 def event(reason: str, message: str, when: str = "2026-12-02T10:00:00Z") -> dict:

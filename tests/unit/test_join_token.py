@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from components.ops.bootstrap import (
+from components.lifecycle.bootstrap_token import (
     HOSTNAME_LABEL,
     KEEP,
     RENEW,

@@ -1,6 +1,6 @@
 """Every Kubernetes API call the program makes is bounded, and key material never touches disk.
 
-All clients come from components.ops.kube (checked in the code), which gives every request a
+All clients come from components.kube.client (checked in the code), which gives every request a
 (connect, read) timeout: shown against a server that accepts connections and never answers."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.ops import kube
+from components.kube import client as kube
 
 ROOT = Path(__file__).resolve().parents[2]
 FACTORIES = ("new_client_from_config", "new_client_from_config_dict", "load_kube_config", "load_incluster_config")
@@ -23,14 +23,16 @@ FACTORIES = ("new_client_from_config", "new_client_from_config_dict", "load_kube
 
 def test_only_the_client_factory_makes_kubernetes_clients():
     for path in [*ROOT.glob("components/**/*.py"), *ROOT.glob("policy/*.py"), ROOT / "__main__.py"]:
-        if path == ROOT / "components/ops/kube.py":
+        if path == ROOT / "components/kube/client.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call):
                 fn = node.func
                 name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
-                assert not (name.endswith("Api") and name[0].isupper()), f"{path}: {name}() outside ops/kube.py"
-                assert name not in (*FACTORIES, "ApiClient"), f"{path}: {name}() outside ops/kube.py"
+                assert not (name.endswith("Api") and name[0].isupper()), (
+                    f"{path}: {name}() outside components/kube/client.py"
+                )
+                assert name not in (*FACTORIES, "ApiClient"), f"{path}: {name}() outside components/kube/client.py"
 
 
 @pytest.fixture

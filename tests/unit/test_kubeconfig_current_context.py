@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.ops import bound_token as bt
-from components.ops import kube
-from components.ops.bootstrap import kubeconfig_ca_hash
-from components.ops.kube import KubeconfigError
+from components.kube import bound_token as bt
+from components.kube import client as kube
+from components.kube.client import KubeconfigError
+from components.lifecycle.bootstrap_token import kubeconfig_ca_hash
 from tests.support.certs import self_signed_ca_pem
 from tests.support.harness import ROOT, TENANT_CA, TENANT_CA_HASH, load_config_file, run_program
 

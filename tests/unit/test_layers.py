@@ -1,58 +1,29 @@
-"""The folders are the architecture: each layer imports only the layers below it, the layers
-without Pulumi never import it, and the release controller's image holds all the code it runs."""
+"""The folders are the architecture: each room imports only the rooms below it and none below the
+providers imports Pulumi (import-linter's contracts in pyproject.toml), and the controllers' image
+holds exactly the code it runs."""
 
 from __future__ import annotations
 
-import ast
 import fnmatch
 import re
+import subprocess
+import sys
 from pathlib import Path
 
-import pytest
+from tests.support.image_contents import image_files, imports, module_file
 
 ROOT = Path(__file__).resolve().parents[2]
-# Bottom to top; a module may import its own layer and those before it.
-LAYERS = ("gpu", "config", "ops", "providers", "platform", "tenant")
-NO_PULUMI = ("gpu", "config", "ops")
-# Import name -> requirement name, for what the release controller's image installs.
+# Import name -> requirement name, for what the controllers' image installs.
 DISTRIBUTIONS = {"kubernetes": "kubernetes", "yaml": "PyYAML", "prometheus_client": "prometheus-client"}
+DOCKERFILE = ROOT / "components/controllers/release/Dockerfile"
 
 
-def imports(path: Path) -> set[str]:
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found |= {f"{node.module}.{a.name}" for a in node.names}
-    return found
-
-
-def module_file(name: str) -> Path | None:
-    path = ROOT / Path(*name.split("."))
-    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def modules(layer: str) -> list[Path]:
-    return sorted((ROOT / "components" / layer).glob("*.py"))
-
-
-@pytest.mark.parametrize("layer", LAYERS)
-def test_layer_imports_only_layers_below(layer):
-    allowed = set(LAYERS[: LAYERS.index(layer) + 1])
-    for path in modules(layer):
-        for name in imports(path):
-            parts = name.split(".")
-            if parts[0] == "components" and len(parts) > 1:
-                assert parts[1] in allowed, f"{path.relative_to(ROOT)} imports {name} (layer {parts[1]} is above)"
-            if layer in NO_PULUMI:
-                assert parts[0] not in ("pulumi", "pulumi_kubernetes", "pulumi_docker", "pulumi_command"), (
-                    f"{path.relative_to(ROOT)} imports {name}"
-                )
+def test_rooms_keep_their_contracts():
+    """import-linter's contracts (pyproject.toml): layers, no Pulumi below the providers,
+    matplotlib in the reports only. In a process of its own: it configures logging globally."""
+    code = "from importlinter.cli import lint_imports; raise SystemExit(lint_imports(no_cache=True))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
 
 
 def test_policy_pack_imports_domain_and_config_only():
@@ -60,7 +31,7 @@ def test_policy_pack_imports_domain_and_config_only():
         for name in imports(path):
             parts = name.split(".")
             if parts[0] == "components" and len(parts) > 1:
-                assert parts[1] in ("gpu", "config"), f"{path.name} imports {name}"
+                assert parts[1] in ("domain", "config"), f"{path.name} imports {name}"
 
 
 def test_main_only_wires():
@@ -68,70 +39,60 @@ def test_main_only_wires():
     assert names <= {"config", "platform", "tenant"}
 
 
-def closure(start: str) -> tuple[set[Path], set[str]]:
-    """Project files and third-party top-level packages a module needs, transitively."""
-    files: set[Path] = set()
-    third: set[str] = set()
-    todo = [start]
-    while todo:
-        path = module_file(todo.pop())
-        if path is None or path in files:
+def test_the_controllers_image_copies_exactly_the_code_it_runs():
+    """Derived from the imports: every module the programs need is copied into its own folder,
+    and nothing else is (no report, no Pulumi component, no matplotlib)."""
+    files, _ = image_files()
+    copies = [line.split()[1:] for line in DOCKERFILE.read_text().splitlines() if line.startswith("COPY ")]
+    copied: set[str] = set()
+    for *sources, dest in copies:
+        if sources == ["components/controllers/release/requirements.txt"]:
             continue
-        files.add(path)
-        for parent in path.relative_to(ROOT).parents:
-            init = ROOT / parent / "__init__.py"
-            if init.is_file():
-                files.add(init)
-        for name in imports(path):
-            top = name.split(".")[0]
-            if top == "components":
-                todo.append(name)
-            elif top not in ("__future__",) and module_file(top) is None and not _stdlib(top):
-                third.add(top)
-    return files, third
+        for src in sources:
+            assert dest == f"/app/{Path(src).parent}/", f"COPY {src} goes to {dest}"
+            copied.add(src)
+    expected = "\n".join(
+        f"COPY {' '.join(sorted(f for f in files if str(Path(f).parent) == d))} /app/{d}/"
+        for d in sorted({str(Path(f).parent) for f in files})
+    )
+    assert copied == files, f"the Dockerfile's COPY lines should be:\n{expected}"
 
 
-def _stdlib(name: str) -> bool:
-    import sys
+def test_the_build_context_lets_in_exactly_what_the_image_copies():
+    files, _ = image_files()
+    lines = [line for line in (ROOT / ".dockerignore").read_text().splitlines() if line and not line.startswith("#")]
 
-    return name in sys.stdlib_module_names
-
-
-def test_release_controller_image_holds_everything_it_runs():
-    files, third = closure("components.ops.release.__main__")
-    ignore = [line for line in (ROOT / ".dockerignore").read_text().splitlines() if line and not line.startswith("#")]
-    copies = [
-        line.split()[1:-1]
-        for line in (ROOT / "components/ops/release/Dockerfile").read_text().splitlines()
-        if line.startswith("COPY")
-    ]
-    copied = [src for srcs in copies for src in srcs]
-    for path in files:
-        rel = str(path.relative_to(ROOT))
-        allowed = False
-        for pattern in ignore:  # last match wins, as in .dockerignore
-            neg = pattern.startswith("!")
+    def allowed(rel: str) -> bool:
+        verdict = False
+        for pattern in lines:  # the last match wins, as in .dockerignore
             pat = pattern.lstrip("!").rstrip("/")
             if fnmatch.fnmatch(rel, pat) or rel.startswith(pat + "/"):
-                allowed = neg
-        assert allowed, f"{rel} is needed by the release controller but .dockerignore keeps it out"
-        assert any(rel == src or rel.startswith(src.rstrip("/") + "/") for src in copied), f"{rel} is not copied"
+                verdict = pattern.startswith("!")
+        return verdict
+
+    tracked = {str(p.relative_to(ROOT)) for p in ROOT.glob("components/**/*") if p.is_file()}
+    tracked |= {"Pulumi.yaml", "Pulumi.dev.yaml", "__main__.py", "requirements.txt"}
+    let_in = {rel for rel in tracked if allowed(rel) and "__pycache__" not in rel}
+    assert let_in == files | {"components/controllers/release/requirements.txt"}
+
+
+def test_the_image_installs_exactly_what_its_code_imports():
+    _, third = image_files()
     requirements = {
         re.split(r"[=<>]", line)[0].strip()
-        for line in (ROOT / "components/ops/requirements.txt").read_text().splitlines()
+        for line in (ROOT / "components/controllers/release/requirements.txt").read_text().splitlines()
         if line and not line.startswith("#")
     }
     assert third, "the closure found no third-party import: the scan is broken"
-    for top in third:
-        assert DISTRIBUTIONS.get(top, top) in requirements, f"{top} is imported but not installed in the image"
-    assert not any(t.startswith("pulumi") for t in third)
+    assert {DISTRIBUTIONS.get(top, top) for top in third} == requirements
+    assert not any(t.startswith("pulumi") or t == "matplotlib" for t in third)
 
 
 # A hand-written poll-until-deadline loop: time arithmetic towards a deadline.
 HAND_WAIT = re.compile(r"monotonic\(\)\s*\+|^\s*\w*deadline\w*\s*=")
 # Where time arithmetic is the mechanism itself: the one wait helper, and the work queue's
 # condition-variable wait (a blocking queue on an injectable clock, not a poll).
-WAIT_MECHANISMS = {"components/ops/waiting.py", "components/ops/release/workqueue.py"}
+WAIT_MECHANISMS = {"components/kube/waiting.py", "components/controllers/release/workqueue.py"}
 
 
 def test_every_wait_goes_through_the_one_helper():
@@ -143,7 +104,7 @@ def test_every_wait_goes_through_the_one_helper():
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if HAND_WAIT.search(line)
     ]
-    assert not found, f"poll with components.ops.waiting.wait_until instead: {found}"
+    assert not found, f"poll with components.kube.waiting.wait_until instead: {found}"
 
 
 # A kubernetes client model object read by attribute (`pod.spec.scheduler_name`, `.items` of a
@@ -151,15 +112,21 @@ def test_every_wait_goes_through_the_one_helper():
 MODEL_READ = re.compile(r"\w\.(metadata|spec|status)\.\w|\)\.items\b(?!\()")
 
 
-def test_ops_read_answers_as_plain_json_only():
+def test_api_answers_are_read_as_plain_json_only():
     found = [
         f"{path.relative_to(ROOT)}:{n}"
-        for top in ("components/ops", "components/providers")
+        for top in (
+            "components/kube",
+            "components/lifecycle",
+            "components/controllers",
+            "components/reports",
+            "components/providers",
+        )
         for path in sorted((ROOT / top).rglob("*.py"))
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if MODEL_READ.search(line)
     ]
-    assert not found, f"read the answer with components.ops.kube.get_json: {found}"
+    assert not found, f"read the answer with components.kube.client.get_json: {found}"
 
 
 def test_tiers_share_only_through_tests_support():
@@ -173,3 +140,28 @@ def test_tiers_share_only_through_tests_support():
         if name.startswith("tests.") and ("conftest" in name or not name.startswith("tests.support"))
     ]
     assert not found, found
+
+
+def test_every_provider_s_back_end_has_its_name():
+    """A provider is thin; what it runs sits in the back-end module of the same stem, which it imports."""
+    for path in sorted((ROOT / "components/providers").glob("*.py")):
+        if path.stem in ("__init__", "base"):
+            continue
+        back_ends = [f"components.{room}.{path.stem}" for room in ("lifecycle", "kube", "config")]
+        found = [name for name in back_ends if module_file(name)]
+        assert len(found) == 1, f"{path.name}: no single back-end among {back_ends}"
+        assert any(n == found[0] or n.startswith(found[0] + ".") for n in imports(path)), (path.name, found[0])
+
+
+def test_no_room_holds_more_than_a_fifth_of_the_program():
+    """Rooms stay small enough to name what they hold: none over a fifth of the program's lines."""
+
+    def lines(paths: list[Path]) -> int:
+        return sum(len(p.read_text().splitlines()) for p in paths)
+
+    program = [*ROOT.glob("components/**/*.py"), *ROOT.glob("policy/*.py"), ROOT / "__main__.py"]
+    total = lines(program)
+    rooms = {p.name: lines(list(p.rglob("*.py"))) for p in (ROOT / "components").iterdir() if p.is_dir()}
+    assert rooms and total > 0
+    big = {room: f"{n / total:.0%}" for room, n in rooms.items() if n > total / 5}
+    assert not big, f"rooms over a fifth of {total} lines: {big}"

@@ -1,5 +1,5 @@
 """The management node's kubeadm configuration and storage objects, as the stack writes them:
-what each setting is for is in components.ops.management_node and components.ops.local_path."""
+what each setting is for is in components.nodes.management_node and components.nodes.local_path."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import yaml
 
 from components.config import image_set, versions
 from components.config.load import load_stack_config
-from components.ops import local_path
-from components.ops.management_node import INIT, init_configuration, init_documents
+from components.nodes import local_path
+from components.nodes.management_node import INIT, init_configuration, init_documents
 from tests.support.harness import ROOT, load_config_file
 
 DEV = {k.removeprefix("gpu-tenancy:"): v for k, v in load_config_file(ROOT / "Pulumi.dev.yaml").items()}

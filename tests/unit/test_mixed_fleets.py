@@ -11,17 +11,17 @@ import pytest
 
 from components.config.load import load_stack_config
 from components.config.problems import ConfigError
-from components.gpu.catalog import GPU_MODELS, GpuModel
-from components.gpu.hami_annotations import (
+from components.domain.catalog import GPU_MODELS, GpuModel
+from components.domain.hami_annotations import (
     NOUSE_GPU_TYPE,
     RES_GPUCORES,
     RES_GPUMEM,
     RES_GPUMEM_PERCENTAGE,
     USE_GPU_TYPE,
 )
-from components.gpu.requests import CardTypes, demand
-from components.gpu.rules import CARD_TYPE_MISMATCH, Fleet, NodeGroup, pack, place_all, pod_violations
-from components.ops.plan_comparison import compare_tenant, parse_plan, render_table
+from components.domain.requests import CardTypes, demand
+from components.domain.rules import CARD_TYPE_MISMATCH, Fleet, NodeGroup, pack, place_all, pod_violations
+from components.reports.plan_comparison import compare_tenant, parse_plan, render_table
 from tests.support.harness import ROOT, load_config_file, run_program
 
 A100, L4 = GPU_MODELS["A100-80GB"], GPU_MODELS["L4"]

@@ -8,7 +8,7 @@ import tarfile
 
 import pytest
 
-from components.ops.node_container import NodeContainer
+from components.nodes.node_container import NodeContainer
 
 HOSTS = "/etc/containerd/certs.d/docker.io/hosts.toml"
 

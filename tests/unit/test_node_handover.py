@@ -4,8 +4,8 @@ back, and what counts as placed again."""
 
 import pytest
 
-from components.gpu import hami_annotations as ha
-from components.ops import node_handover as nh
+from components.domain import hami_annotations as ha
+from components.lifecycle import node_handover as nh
 from components.providers.node_handover import NodeDrainProvider, NodeSettledProvider
 
 

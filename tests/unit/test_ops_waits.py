@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 from kubernetes.client import ApiException
 
-from components.gpu import hami_annotations as ha
-from components.ops import bootstrap, hami_registration, webhook_probe
+from components.domain import hami_annotations as ha
+from components.lifecycle import hami_registration, node_membership, webhook_probe
 from tests.support.fake_kube import FakeCore
 
 
@@ -156,7 +156,7 @@ def test_wait_for_node_returns_the_uid_once_the_workers_machine_registered():
         return real_read(name, **kw)
 
     core.read_node = read_node
-    assert bootstrap.wait_for_node(core, "w-0", "m-1", timeout=5, interval=0) == "uid-w-0"
+    assert node_membership.wait_for_node(core, "w-0", "m-1", timeout=5, interval=0) == "uid-w-0"
     assert reads["n"] == 3
 
 
@@ -165,6 +165,6 @@ def test_wait_for_node_says_what_registered_instead(present, found):
     core = FakeCore()
     if present:
         with_machine(core, "w-0", "other")
-    with pytest.raises(bootstrap.NodeNotRegisteredError) as err:
-        bootstrap.wait_for_node(core, "w-0", "m-1", timeout=0.05, interval=0.01)
+    with pytest.raises(node_membership.NodeNotRegisteredError) as err:
+        node_membership.wait_for_node(core, "w-0", "m-1", timeout=0.05, interval=0.01)
     assert f"node w-0: {found} after 0.05 s, expected machine ID 'm-1'" in str(err.value)

@@ -12,9 +12,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from components.gpu.catalog import GPU_MODELS
-from components.gpu.requests import Demand, GpuRequest, PodRequest, Quota, RequestError, total_of
-from components.gpu.rules import (
+from components.domain.catalog import GPU_MODELS
+from components.domain.requests import Demand, GpuRequest, PodRequest, Quota, RequestError, total_of
+from components.domain.rules import (
     ALLOCATED_CARDS_INSUFFICIENT_REQUEST,
     CARD_COMPUTE_UNITS_EXHAUSTED,
     CARD_INSUFFICIENT_CORE,
@@ -29,8 +29,8 @@ from components.gpu.rules import (
     pack,
     place_all,
 )
-from components.ops.hami_reasons import WORDS
-from components.ops.plan_comparison import compare_tenant, main, parse_plan
+from components.kube.hami_reasons import WORDS
+from components.reports.plan_comparison import compare_tenant, main, parse_plan
 from tests.support.tables import markdown_rows
 
 A100, L4 = GPU_MODELS["A100-80GB"], GPU_MODELS["L4"]

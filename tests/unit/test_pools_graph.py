@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from components.config import versions
-from components.config.names import MACHINE_ID_ANNOTATION
-from components.ops.bound_token import self_renewal_rules
-from components.ops.simulated_nodes import KWOK_RBAC_RULES
+from components.controllers.kwok import KWOK_RBAC_RULES
+from components.domain.names import MACHINE_ID_ANNOTATION
+from components.kube.bound_token import self_renewal_rules
 from tests.support.harness import (
     JOIN_TOKEN,
     MACHINE_ID,
@@ -125,7 +125,7 @@ def test_kwok_runs_on_the_lab_network_with_a_token_file_its_keeper_renews(kwok):
     assert c["volumes"] == [volume]
     keeper = kwok.named("team-a-kwok-token-keeper").inputs
     assert keeper["volumes"] == [volume] and keeper["name"] == "gpu-lab-team-a-kwok-token-keeper"
-    assert keeper["entrypoints"] == ["python", "-m", "components.ops.bound_token"]
+    assert keeper["entrypoints"] == ["python", "-m", "components.kube.bound_token"]
     assert keeper["wait"] is True and keeper["healthcheck"]["tests"][0] == "CMD"
     assert "team-a-kwok-token-keeper" in deps(kwok, "team-a-kwok-container")
     # one KWOK per tenant: the old container goes before its replacement starts

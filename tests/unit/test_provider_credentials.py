@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 import components.providers
-from components.config.names import MOCK_GPU_NODE_LABEL
+from components.domain.names import MOCK_GPU_NODE_LABEL
 from components.providers import base
 from components.providers import simulated_nodes as sn
 from tests.support.cluster import free_port

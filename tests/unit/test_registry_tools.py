@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from components.config.image_refs import ImageRef
-from components.ops.registry_mirror import CONTAINERD_CERTS_DIR, Mirror, containerd_files
+from components.nodes.registry_mirror import CONTAINERD_CERTS_DIR, Mirror, containerd_files
 
 ROOT = Path(__file__).resolve().parents[2]
 MIRROR_PUSH = ROOT / "tools/lab/mirror-push.sh"

@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 import pytest
 from kubernetes.client import ApiException
 
-from components.config.names import MOCK_GPU_NODE_LABEL
-from components.gpu import hami_annotations as ha
-from components.ops.release import controller as rc
+from components.controllers.release import controller as rc
+from components.domain import hami_annotations as ha
+from components.domain.names import MOCK_GPU_NODE_LABEL
 from tests.support.clock import FakeClock
 from tests.support.fake_kube import FakeCore
 from tests.support.waits import settles

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from components.ops.release import controller as rc
-from components.ops.release import daemon
-from components.ops.release.scrape import DEFAULT_HOST, DEFAULT_PORT
-from components.ops.simulated_nodes import KWOK_PORT
+from components.controllers.kwok import KWOK_PORT
+from components.controllers.release import controller as rc
+from components.controllers.release import daemon
+from components.controllers.release.scrape import DEFAULT_HOST, DEFAULT_PORT
 from components.tenant.kwok_controller import kwok_command
 from tests.support.fake_kube import FakeCore
 from tests.support.release_process import free_port
@@ -172,10 +172,10 @@ def test_http_server_serves_a_bounded_number_of_callers_at_once(served):
 
 # -- where the lab listens ----------------------------------------------------------------------------
 def test_the_image_listens_on_loopback_and_checks_health_there():
-    dockerfile = (ROOT / "components/ops/release/Dockerfile").read_text()
+    dockerfile = (ROOT / "components/controllers/release/Dockerfile").read_text()
     entry = re.search(r"^ENTRYPOINT (.*)$", dockerfile, re.M).group(1)
     assert f'"--listen", "{DEFAULT_HOST}:{DEFAULT_PORT}"' in entry and "0.0.0.0" not in dockerfile
-    assert '"components.ops.release.scrape", "/healthz"' in dockerfile
+    assert '"components.controllers.release.scrape", "/healthz"' in dockerfile
     assert DEFAULT_HOST == "127.0.0.1"
 
 
@@ -185,7 +185,7 @@ def test_kwok_serves_on_loopback_only():
 
 
 def test_scrape_prints_what_the_controller_serves_and_fails_when_unhealthy(served, monkeypatch, capsys):
-    from components.ops.release import scrape
+    from components.controllers.release import scrape
 
     port = served()
     monkeypatch.setattr(scrape, "DEFAULT_PORT", port)

@@ -1,5 +1,5 @@
 """A stack-declared bare GPU pod a restarted worker's kubelet refused at admission is made again
-by the release controller (components/ops/release/readmit.py), on a fake API client: only the
+by the release controller (components/controllers/release/readmit.py), on a fake API client: only the
 pods it is told of, only once the node offers the devices again (or is gone), only when the copy
 would be admitted, by the same name and spec, placed afresh. The admission policies that narrow
 these writes are judged by a real API server in tests/integration/test_release_policy.py."""
@@ -10,12 +10,12 @@ import logging
 
 import pytest
 
-from components.config.names import MOCK_GPU_NODE_LABEL, WORKLOAD_LABEL
-from components.gpu import hami_annotations as ha
-from components.ops.node_capacity import offers
-from components.ops.release import controller as rc
-from components.ops.release import lock as lr
-from components.ops.release import readmit as rd
+from components.controllers.release import controller as rc
+from components.controllers.release import lock as lr
+from components.controllers.release import readmit as rd
+from components.domain import hami_annotations as ha
+from components.domain.inventory import offers
+from components.domain.names import MOCK_GPU_NODE_LABEL, WORKLOAD_LABEL
 from tests.support.fake_kube import FakeCore
 from tests.support.waits import settles
 

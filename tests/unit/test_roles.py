@@ -7,7 +7,7 @@ import pytest
 
 from components.config.load import load_stack_config
 from components.config.problems import ConfigError
-from components.ops.kube import cluster_ca, token_kubeconfig
+from components.kube.client import cluster_ca, token_kubeconfig
 from components.platform.team_access import control_plane_rules
 from tests.support.harness import ROOT, TENANT_SUPER, ProgramMocks, load_config_file, provider_name, run_program
 

@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from components.gpu import hami_annotations as ha
-from components.gpu.rollouts import RolloutError, scaled, surge
-from components.ops import workload_wait as ww
+from components.domain import hami_annotations as ha
+from components.domain.rollouts import RolloutError, scaled, surge
+from components.lifecycle import release_wait as ww
 from tests.support.fake_kube import FakeApps, FakeCore
 
 NS, DEPLOY = "ml", "infer"

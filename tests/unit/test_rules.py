@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from components.gpu.catalog import GPU_MODELS
-from components.gpu.requests import (
+from components.domain.catalog import GPU_MODELS
+from components.domain.requests import (
     Demand,
     GpuRequest,
     PodRequest,
@@ -16,7 +16,7 @@ from components.gpu.requests import (
     quota_violations,
     total_usage,
 )
-from components.gpu.rules import Fleet, first_unplaceable, fleet_capacity, judge, pod_violations
+from components.domain.rules import Fleet, first_unplaceable, fleet_capacity, judge, pod_violations
 
 A100, L4 = GPU_MODELS["A100-80GB"], GPU_MODELS["L4"]
 

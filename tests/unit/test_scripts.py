@@ -30,7 +30,13 @@ def fresh_clone(tmp_path: Path) -> tuple[Path, dict[str, str], Path]:
     env.pop("PULUMI_CONFIG_PASSPHRASE", None)
     env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
     clone = tmp_path / "clone"
-    for rel in ("scripts", "tools", "requirements.txt", "policy/requirements.txt", "components/ops/requirements.txt"):
+    for rel in (
+        "scripts",
+        "tools",
+        "requirements.txt",
+        "policy/requirements.txt",
+        "components/controllers/release/requirements.txt",
+    ):
         src, dst = ROOT / rel, clone / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(src, dst) if src.is_dir() else shutil.copy(src, dst)

@@ -1,7 +1,7 @@
 """The reports' one renderer: cells kept as worded (never read as numbers), a `|` inside a cell
 escaped in Markdown, columns aligned in the text form."""
 
-from components.ops.tables import markdown_table, text_table
+from components.reports.tables import markdown_table, text_table
 from tests.support.tables import markdown_rows
 
 ROWS = [["team-a", "007", "a|b"], ["team-b-long", "1,000", ""]]

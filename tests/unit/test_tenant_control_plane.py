@@ -8,13 +8,13 @@ import pytest
 from components.config import image_set
 from components.config.image_refs import ImageRef
 from components.config.load import load_stack_config, load_stack_file
-from components.config.names import datastore_schema
 from components.config.versions import (
     KONNECTIVITY_IMAGES,
     KONNECTIVITY_VERSION,
     TENANT_COREDNS_IMAGE,
     coredns_addon,
 )
+from components.domain.names import datastore_schema
 from components.tenant.control_plane import control_plane_spec
 from tests.support.harness import ROOT, load_config_file
 from tests.support.kamaji_crd import spec_schema

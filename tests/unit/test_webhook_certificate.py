@@ -13,7 +13,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from components.ops import webhook_certificate as wc
+from components.lifecycle import webhook_certificate as wc
 from components.providers.webhook_certificate import WebhookCertificateProvider
 
 NAMES = wc.service_names("hami-scheduler", "hami-system")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from components.ops.release.workqueue import WorkQueue
+from components.controllers.release.workqueue import WorkQueue
 
 
 def test_a_key_is_queued_once():

@@ -1,7 +1,6 @@
-"""`python -m components.ops.release`: the release controller (see daemon.main)."""
+"""`python -m components.ops.release`: runs `python -m components.controllers.release`."""
 
-import sys
+import runpy
 
-from components.ops.release.daemon import main
-
-sys.exit(main())
+if __name__ == "__main__":
+    runpy.run_module("components.controllers.release", run_name="__main__", alter_sys=True)

@@ -5,7 +5,7 @@ the provider it yields. `renewBeforeSeconds` lets the test put the token in its 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.ops.kube import cluster_server
+from components.kube.client import cluster_server
 from components.tenant.automation_identity import AutomationIdentity
 
 config = pulumi.Config()

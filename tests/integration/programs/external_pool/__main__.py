@@ -8,7 +8,7 @@ commands run on it unchanged.
 
 import pulumi
 
-from components.ops.bootstrap import kubeconfig_ca_hash
+from components.lifecycle.bootstrap_token import kubeconfig_ca_hash
 from components.tenant.external_pool import ExternalPool, ExternalPoolArgs
 
 config = pulumi.Config()

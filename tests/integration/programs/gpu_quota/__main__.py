@@ -4,7 +4,7 @@
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.gpu.requests import Quota
+from components.domain.requests import Quota
 from components.tenant.gpu_quota import GpuQuota, GpuQuotaArgs
 
 config = pulumi.Config()

@@ -11,7 +11,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import chart_sources
-from components.config.names import HAMI_NAMESPACE
+from components.domain.names import HAMI_NAMESPACE
 from components.platform.helm import Chart, HelmReleaseArgs
 from components.tenant.hami import HAMI_RELEASE, trusted_release
 from tests.support.charts import render_only

@@ -8,7 +8,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.model import GpuFleet
-from components.gpu.rules import Fleet
+from components.domain.rules import Fleet
 from components.tenant.gpu_inventory import MockGpuInventory, MockGpuInventoryArgs, inventory_summary
 
 config = pulumi.Config()

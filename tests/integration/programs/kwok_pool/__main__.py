@@ -9,7 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.model import TenantConfig
-from components.gpu.hami_annotations import RES_GPUCORES, RES_GPUMEM
+from components.domain.hami_annotations import RES_GPUCORES, RES_GPUMEM
 from components.providers.simulated_nodes import SimulatedNodes
 
 config = pulumi.Config()

@@ -5,8 +5,8 @@ schedulerName as HAMi's webhook does, for clusters that run no HAMi."""
 
 import pulumi
 
-from components.gpu import hami_annotations as ha
-from components.gpu.requests import total_usage
+from components.domain import hami_annotations as ha
+from components.domain.requests import total_usage
 from components.tenant.gpu_quota import GpuQuota, GpuQuotaArgs
 from components.tenant.gpu_workload import GpuWorkload, GpuWorkloadArgs
 from tests.support.tenant_program import adopted_tenant

@@ -8,7 +8,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config.load import load_stack_config
-from components.config.names import tenant_namespace
+from components.domain.names import tenant_namespace
 from components.platform.platform_link import PlatformLink, PlatformLinkArgs
 from components.tenant.control_plane import TCP_API_VERSION, TCP_KIND, control_plane_spec
 

@@ -5,7 +5,7 @@ test plays the worker's kubelet and its NodeMembership."""
 
 import pulumi
 
-from components.ops.bootstrap import token_id, worker_joins
+from components.lifecycle.bootstrap_token import token_id, worker_joins
 from components.providers.bootstrap_token import BootstrapToken
 
 config = pulumi.Config()

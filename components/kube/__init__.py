@@ -1,0 +1,1 @@
+"""The Kubernetes client layer: the client, waits, tokens, HAMi's reasons as the API reports them."""
