@@ -1,7 +1,8 @@
 """Docker tier: lab node containers from the lab's node image, joined to a real control plane by
 the project's own join. Needs a Docker engine (started by tools/lab/docker.sh where none answers),
 the node image (tools/images/build.sh node), for the mirror's tests the kube-apiserver image
-(tools/images/build.sh control-plane) and the tools cache (tools/build.sh); without them each
+(tools/images/build.sh control-plane), for the controllers' image its Python base
+(tools/images/build.sh python) and the tools cache (tools/build.sh); without them each
 test is skipped naming what is missing, and fails instead under GPU_TENANCY_REQUIRE_DOCKER=1 (CI).
 This machine's kernel tunables are kept put back for the whole session (tools/lab/tunables-guard.sh).
 """

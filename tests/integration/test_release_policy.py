@@ -1,5 +1,5 @@
-"""The release controller's writes, narrowed by its admission policies (components/ops/
-release/policy.py) on a real kube-apiserver: as its own ServiceAccount, with its RBAC rules, it
+"""The release controller's writes, narrowed by its admission policies (components/
+controllers/release/policy.py) on a real kube-apiserver: as its own ServiceAccount, with its RBAC rules, it
 may remove HAMi's node lock and set bind-phase success, and the controller releases a pod that
 way; it may delete a pod it is told to make again only once a kubelet refused it at admission,
 and create only that pod, for the scheduler, without host access; every other change to a node
@@ -14,20 +14,19 @@ from datetime import UTC, datetime
 import pytest
 from kubernetes import client
 
-from components.config.names import WORKLOAD_LABEL
-from components.gpu import hami_annotations as ha
-from components.ops.kube import cluster_ca, core_api, get_json, token_kubeconfig
-from components.ops.release import controller as rc
-from components.ops.release import policy as release_policy
-from components.ops.release import readmit
-from tests.support.cluster import add_node, start_cluster
+from components.controllers.release import controller as rc
+from components.controllers.release import policy as release_policy
+from components.controllers.release import readmit
+from components.domain import hami_annotations as ha
+from components.domain.names import WORKLOAD_LABEL
+from components.kube.client import core_api, get_json
+from tests.support.cluster import start_cluster
 from tests.support.hami_stand_in import hami_bind, new_pod, wait_released
+from tests.support.release_account import release_account
 from tests.support.tools import require
 from tests.support.waits import settles
 
 pytestmark = pytest.mark.integration
-ACCOUNT, NAMESPACE = "gpu-tenancy-releaser", "kube-system"
-USER = f"system:serviceaccount:{NAMESPACE}:{ACCOUNT}"
 # The bare pods the controller is told to make again (the stack's `kind: Pod` workloads).
 READMIT = ("default/readmit-a", "default/readmit-b")
 
@@ -45,48 +44,8 @@ def cluster(tools):
 @pytest.fixture(scope="module")
 def releaser(cluster):
     """A CoreV1Api as the controller's ServiceAccount, its RBAC and write policies in place."""
-    core = cluster.core()
-    rbac = client.RbacAuthorizationV1Api(cluster.api_client())
-    admission = client.AdmissionregistrationV1Api(cluster.api_client())
-    core.create_namespaced_service_account(NAMESPACE, {"metadata": {"name": ACCOUNT}})
-    rules = release_policy.rbac_rules(READMIT)
-    rbac.create_cluster_role({"metadata": {"name": ACCOUNT}, "rules": [dict(r) for r in rules]})
-    rbac.create_cluster_role_binding(
-        {
-            "metadata": {"name": ACCOUNT},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ACCOUNT},
-            "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": NAMESPACE}],
-        }
-    )
-    policies = release_policy.write_policies(USER, READMIT)
-    for policy in policies:
-        admission.create_validating_admission_policy(policy)
-        admission.create_validating_admission_policy_binding(release_policy.binding(policy))
-    token = core.create_namespaced_service_account_token(
-        ACCOUNT, NAMESPACE, {"spec": {"expirationSeconds": 3600}}
-    ).status.token
-    kubeconfig = token_kubeconfig(f"https://127.0.0.1:{cluster.port}", cluster_ca(cluster.kubeconfig_text), token)
-    as_releaser = core_api(kubeconfig)
-    # the policies take a moment to be enforced: wait until a label change is refused
-    probe = f"probe-{uuid.uuid4().hex[:6]}"
-    add_node(cluster, probe)
-
-    def enforced() -> bool:
-        try:
-            as_releaser.patch_node(probe, {"metadata": {"labels": {"x": "y"}}}, dry_run="All")
-        except client.ApiException as exc:
-            if exc.status == 422:
-                return True
-            raise
-        return False
-
-    assert settles(enforced, timeout=30, interval=0.2), "the write policies were never enforced"
-    core.delete_node(probe)
-    yield as_releaser
-    for policy in policies:
-        name = policy["metadata"]["name"]
-        admission.delete_validating_admission_policy_binding(name)
-        admission.delete_validating_admission_policy(name)
+    with release_account(cluster, f"https://127.0.0.1:{cluster.port}", READMIT) as kubeconfig:
+        yield core_api(kubeconfig)
 
 
 def refused(call, *args) -> str:
