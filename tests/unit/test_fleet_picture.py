@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from components.config.load import load_stack_file
-from components.gpu import hami_annotations as ha
-from components.gpu.catalog import GPU_MODELS
-from components.ops import fleet_picture as fp
-from components.ops.capacity_report import main
+from components.domain import hami_annotations as ha
+from components.domain.catalog import GPU_MODELS
+from components.reports import fleet_picture as fp
+from components.reports.capacity_report import main
 from tests.support.fake_kube import FakeCore
 from tests.support.harness import ROOT
 
@@ -123,6 +123,6 @@ def test_the_capacity_report_writes_the_pictures(tmp_path, capsys):
     assert "wrote" in capsys.readouterr().err
 
 
-def test_the_readme_shows_the_example_picture():
-    text = (ROOT / "README.md").read_text()
-    assert "docs/team-a.png" in text and (ROOT / "docs" / "team-a.png").exists()
+def test_the_docs_show_the_example_picture():
+    text = (ROOT / "docs" / "pull-requests.md").read_text()
+    assert "](team-a.png)" in text and (ROOT / "docs" / "team-a.png").exists()
