@@ -67,10 +67,16 @@ def test_a_passphrase_variable_set_but_empty_is_refused_before_anything_runs(tmp
 
 
 def test_passphrase_and_kubeconfigs_stay_out_of_git():
-    ignored = subprocess.run(
-        ["git", "check-ignore", ".pulumi-passphrase", "team-a.kubeconfig", ".pulumi-state/x"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    ).stdout.split()
-    assert ignored == [".pulumi-passphrase", "team-a.kubeconfig", ".pulumi-state/x"]
+    paths = [".pulumi-passphrase", "team-a.kubeconfig", ".pulumi-state/x", ".venv/bin/python"]
+    ignored = subprocess.run(["git", "check-ignore", *paths], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    assert ignored == paths
+
+
+def test_a_virtualenv_that_is_a_symlink_stays_out_of_git(tmp_path):
+    """A second worktree often links the first one's .venv: a `.venv/` pattern matches directories
+    only, and `git add -A` would commit the link (checking it out replaces a real .venv)."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    shutil.copy(ROOT / ".gitignore", tmp_path / ".gitignore")
+    (tmp_path / ".venv").symlink_to(tmp_path / "elsewhere")
+    proc = subprocess.run(["git", "check-ignore", ".venv"], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.stdout.split() == [".venv"], proc.stderr
