@@ -48,7 +48,7 @@ done
 mkdir -p .pulumi-state
 export PULUMI_BACKEND_URL="file://$ROOT/.pulumi-state"
 pulumi stack select dev 2>/dev/null || pulumi stack init dev --secrets-provider passphrase
-# Kubelets started by the update rewrite this host's kernel tunables (README, The lab's node image):
+# Kubelets started by the update rewrite this host's kernel tunables (docs/lab.md, The lab's node image):
 # they are put back while it runs, where this user may write them.
 if [ -w /proc/sys/kernel/panic ]; then
   bash tools/lab/tunables-guard.sh &

@@ -208,7 +208,7 @@ def load_stack_config(
         c.fail(
             MANAGEMENT_TOKEN_KEY,
             "a team stack reaches the management cluster with its team's own token, a secret: the platform "
-            "owner sets it with scripts/grant-team.sh <team> (see the README, One stack per team)",
+            "owner sets it with scripts/grant-team.sh <team> (see docs/teams.md)",
         )
     tenants: list[TenantConfig] = []
     raw_tenants = raw.get("tenants")

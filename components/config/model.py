@@ -1,7 +1,7 @@
 """The stack config as one typed model (pydantic v2, camelCase keys as aliases): its sections,
 their vocabulary (modes, roles, limits) and defaults. The field types are in `fields`, reading
 and the checks across fields in `load` and `checks`, the messages in `problems`, the JSON Schema
-and the README's table in `reference`.
+and docs/config.md's table in `reference`.
 """
 
 from __future__ import annotations

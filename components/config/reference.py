@@ -1,5 +1,5 @@
 """The stack config described from the model itself: the JSON Schema of the tenants (the policy
-pack's config) and the README's table of every key.
+pack's config) and the table of every key in docs/config.md.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ A ValidatingAdmissionPolicy bound to every namespace keeps GPU pods inside the b
 the namespaces with a share (listed by name, and labelled), only scheduled by HAMi (whose
 webhook fails open), never on a named node, privileged, or asking for an uncounted resource.
 A workload namespace is retained when its last workload goes (the team may keep its own objects
-there, as the README invites): its share and quota go, and with them its place in the policy, so
+there, as docs/quotas.md invites): its share and quota go, and with them its place in the policy, so
 no GPU pod is admitted there; the namespace, its label and what is in it stay. Declaring it again
 adopts it (server-side apply).
 """
