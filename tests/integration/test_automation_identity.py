@@ -38,9 +38,9 @@ def stack(pulumi_cli, cluster, tmp_path):
 
 
 def readme_repair() -> list[str]:
-    """The README's repair of a deleted automation binding (the bash block after "is repaired
-    with:"), for tenant team-a, non-interactive as in CI."""
-    text = (ROOT / "README.md").read_text()
+    """The documented repair of a deleted automation binding (docs/trust-boundaries.md, the bash
+    block after "is repaired with:"), for tenant team-a, non-interactive as in CI."""
+    text = (ROOT / "docs" / "trust-boundaries.md").read_text()
     block = text.split("is repaired with:\n```bash\n", 1)[1].split("```", 1)[0]
     steps = [ln.replace("<tenant>", "team-a") for ln in block.splitlines() if ln.strip()]
     assert steps[0].startswith("pulumi refresh --target") and steps[-1] == "pulumi up", steps
@@ -113,7 +113,7 @@ def test_the_stack_acts_in_a_tenant_as_its_own_revocable_identity(pulumi_cli, cl
     with pytest.raises(client.ApiException) as refused:
         ns.read_namespaced_config_map("made-by-automation", "default")
     assert refused.value.status == 403
-    # the repair the README gives, run as written: refresh the binding alone (through the
+    # the repair docs/trust-boundaries.md gives, run as written: refresh the binding alone (through the
     # super-admin), then up
     for step in readme_repair():
         subprocess.run(["bash", "-euo", "pipefail", "-c", step], cwd=stack, env=pulumi_cli.env, check=True)

@@ -72,7 +72,7 @@ def hami_in_registry(helm, registry, tmp_path_factory) -> str:
     """The test's hami chart at the pinned version, pushed over plain HTTP: its oci:// reference."""
     work = tmp_path_factory.mktemp("hami-oci")
     archive = helm.package(write_chart(work / "hami", "hami", HAMI_VERSION), work / "out")
-    # as the README fills a mirror: no --plain-http, Helm falls back to it by itself
+    # as docs/closed-networks.md fills a mirror: no --plain-http, Helm falls back to it by itself
     said = helm.push(archive, f"oci://{registry.host}/charts")
     assert f"Pushed: {registry.host}/charts/hami:{HAMI_VERSION}" in said
     return f"oci://{registry.host}/charts/hami:{HAMI_VERSION}"

@@ -1,5 +1,5 @@
 """An external pool through the real engine against the real API server with
-kube-controller-manager's tokencleaner, following the README's join steps: the join is a
+kube-controller-manager's tokencleaner, following the join steps in docs/worker-pools.md: the join is a
 JoinConfiguration only (the token never on argv) that pins the tenant CA as kubeadm computes it;
 the token is a secret output, expires and is removed; the next `up` renews it while machines are
 still to join, revokes it once all `nodes` are Nodes (other pools' Nodes do not count), issues a
@@ -35,7 +35,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def stack(pulumi_cli, with_tokencleaner, tmp_path):
     if shutil.which("jq") is None:
-        pytest.skip("jq is not installed: the README's join step uses it (.ci/run installs it)")
+        pytest.skip("jq is not installed: the documented join step uses it (.ci/run installs it)")
     work = pulumi_cli.new_stack(PROGRAM, tmp_path / "program", with_tokencleaner.kubeconfig_text)
     pulumi_cli("config", "set", "endpoint", ENDPOINT, cwd=work)
     pulumi_cli("config", "set", "ttlSeconds", str(TTL), cwd=work)
@@ -65,14 +65,15 @@ def live_token(core, tid: str) -> str | None:
 
 
 def readme_step() -> str:
-    """The README's command that writes a machine's join.yaml (for its team-gpu/a100 example)."""
-    text = (ROOT / "README.md").read_text()
+    """The documented command that writes a machine's join.yaml (docs/worker-pools.md, for its
+    team-gpu/a100 example)."""
+    text = (ROOT / "docs" / "worker-pools.md").read_text()
     (line,) = [ln for ln in text.splitlines() if "> join.yaml" in ln and "pulumi stack output" in ln]
     return line.split("#")[0].strip()
 
 
 def join_yaml(pulumi_cli, stack) -> dict:
-    """Run the README's step as written (tenant and pool swapped for the test's) in the stack."""
+    """Run the documented step as written (tenant and pool swapped for the test's) in the stack."""
     step = readme_step().replace("team-gpu", "team-a").replace(".a100.", ".gpus.")
     subprocess.run(["bash", "-euo", "pipefail", "-c", step], cwd=stack, env=pulumi_cli.env, check=True)
     written = stack / "join.yaml"
@@ -125,7 +126,7 @@ def test_join_is_pinned_secret_renewed_until_all_joined_then_revoked(pulumi_cli,
     # It expires and the tokencleaner removes it, before any machine joined:
     settles(lambda: live_token(core, tid) is None, timeout=TTL + 90, interval=1)
     assert live_token(core, tid) is None, "the expired join token is still there"
-    # ... so the next up issues a fresh one (README: a lapsed token needs `pulumi up` alone).
+    # ... so the next up issues a fresh one (docs/worker-pools.md: a lapsed token needs `pulumi up` alone).
     pulumi_cli("config", "set", "ttlSeconds", "3600", cwd=stack)
     up(pulumi_cli, stack)
     renewed = live_token(core, tid)

@@ -193,7 +193,7 @@ def reconciled(cluster, k: RealKamaji, t) -> None:
 
 def test_kamajis_defaults_are_ones_the_project_can_leave_to_it(kamaji):
     """What Kamaji's mutating webhook fills in on the program's spec, and why the program does
-    not set it itself (README "Tenants on Kamaji")."""
+    not set it itself (docs/tenants.md, "Tenants on Kamaji")."""
     cluster, _ = kamaji
     t = CONFIG.tenants[0]
     created(cluster, t)

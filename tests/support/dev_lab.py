@@ -307,7 +307,7 @@ def dev_lab(scratch: Path, *also: Callable[[dict[str, Any]], None]) -> Iterator[
             (work / STACK_FILE).write_text(yaml.safe_dump(config, sort_keys=False))
             absent = _absent(nodes + engine)
             if absent:
-                missing(f"not in the Docker engine: {', '.join(absent)} (tools/images/build.sh all; README)")
+                missing(f"not in the Docker engine: {', '.join(absent)} (tools/images/build.sh all; docs/lab.md)")
             push(reg, *nodes)
             lab = DevLab(work, env, name, reg)
             try:

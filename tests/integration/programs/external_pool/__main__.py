@@ -2,7 +2,7 @@
 
 The tenant's admin kubeconfig comes in as the secret config key `kubeconfig`; the token's
 lifetime is given in seconds so the test can watch it expire, and `machines` is the pool's
-`nodes`. The output has the dev stack's shape (`<tenant>.pools.<pool>.join`), so the README's
+`nodes`. The output has the dev stack's shape (`<tenant>.pools.<pool>.join`), so the documented
 commands run on it unchanged.
 """
 
