@@ -19,12 +19,28 @@ import posixpath
 import subprocess
 import tarfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 # The host's kernel modules, read-only: kube-proxy and the CNI plugins load what they need.
 MODULES_PATH = "/lib/modules"
 # The node's state, on an anonymous volume of its own (above).
 VAR_PATH = "/var"
+
+
+def files_archive(files: Iterable[tuple[str, str]], mode: int = 0o644, owner: int = 0) -> bytes:
+    """(absolute path, content) pairs as a tar stream rooted at `/`, each file of `mode` owned by
+    `owner` (uid and gid), for `docker cp - ID:/`: what the Docker provider's uploads write.
+    Missing parent directories are made by Docker as it extracts."""
+    buf = io.BytesIO()
+    now = int(time.time())
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path, content in files:
+            data = content.encode()
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size, info.mode, info.uid, info.gid, info.mtime = len(data), mode, owner, owner, now
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
 
 
 @dataclass(frozen=True)
@@ -83,17 +99,8 @@ class NodeContainer:
         return [*args, self.image]
 
     def files_archive(self) -> bytes:
-        """The files as a tar stream rooted at `/` (root-owned, mode 0644), for `docker cp - ID:/`.
-        Missing parent directories are made by Docker as it extracts."""
-        buf = io.BytesIO()
-        now = int(time.time())
-        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            for path, content in self.files:
-                data = content.encode()
-                info = tarfile.TarInfo(path.lstrip("/"))
-                info.size, info.mode, info.uid, info.gid, info.mtime = len(data), 0o644, 0, 0, now
-                tar.addfile(info, io.BytesIO(data))
-        return buf.getvalue()
+        """The files as a tar stream rooted at `/` (root-owned, mode 0644), for `docker cp - ID:/`."""
+        return files_archive(self.files)
 
     def start(self, network: str, docker: str = "docker", timeout: float = 300) -> str:
         """Create the container, copy its files in, start it: what the Docker provider does with

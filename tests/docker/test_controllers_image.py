@@ -7,11 +7,9 @@ step, and keeps its token in its own file."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
-import tarfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from components.config.versions import LAB_PYTHON_IMAGE
 from components.domain import hami_annotations as ha
+from components.nodes.node_container import files_archive
 from components.platform.release_controller_image import DOCKERFILE, ReleaseControllerImageArgs, build_args
 from components.tenant.release_controller import KUBECONFIG_PATH, RUN_AS, SCRAPE, TOKEN_DIR
 from tests.support.cluster import TestCluster as Cluster
@@ -82,17 +81,6 @@ def cluster(engine: None, lab: DockerLab) -> Iterator[Cluster]:
     c.stop()
 
 
-def uploaded(path: str, content: str) -> bytes:
-    """`content` at `path`, readable by the controller's user alone: the stack's upload."""
-    buf = io.BytesIO()
-    data = content.encode()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        info = tarfile.TarInfo(path.lstrip("/"))
-        info.size, info.mode, info.uid, info.gid, info.mtime = len(data), 0o400, int(RUN_AS), int(RUN_AS), time.time()
-        tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
 @pytest.fixture(scope="module")
 def controller(controllers_image: str, cluster: Cluster, lab: DockerLab) -> Iterator[str]:
     server = f"https://{lab.gateway}:{cluster.port}"
@@ -103,7 +91,8 @@ def controller(controllers_image: str, cluster: Cluster, lab: DockerLab) -> Iter
             "--memory", f"{MEMORY_MIB}m", "--memory-swap", f"{MEMORY_MIB}m", controllers_image,
         )  # fmt: skip
         try:
-            tar = uploaded(KUBECONFIG_PATH, kubeconfig)
+            # The stack's upload: readable by the controller's user alone.
+            tar = files_archive([(KUBECONFIG_PATH, kubeconfig)], mode=0o400, owner=int(RUN_AS))
             proc = subprocess.run(["docker", "cp", "-", f"{cid}:/"], input=tar, capture_output=True, timeout=60)
             assert proc.returncode == 0, proc.stderr
             docker("start", cid)
