@@ -28,9 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from components.kube.client import KubeconfigError, core_api, current_context, token_kubeconfig
+from components.kube.client import KubeconfigError, core_api, current_context, get_json, token_kubeconfig
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api
 
 log = logging.getLogger("gpu-tenancy.bound-token")
 
@@ -94,12 +97,10 @@ def renew_due(token: str, now: float) -> bool:
     return now >= issued + RENEW_AT * (exp - issued)
 
 
-def request_token(core: Any, namespace: str, account: str, seconds: int) -> tuple[str, str]:
+def request_token(core: CoreV1Api, namespace: str, account: str, seconds: int) -> tuple[str, str]:
     """A new bound token for `namespace/account`; (token, expiry as RFC 3339)."""
-    answer = core.create_namespaced_service_account_token(
-        account, namespace, {"spec": {"expirationSeconds": max(int(seconds), MIN_SECONDS)}}, _preload_content=False
-    )
-    status = json.loads(answer.data)["status"]
+    body = {"spec": {"expirationSeconds": max(int(seconds), MIN_SECONDS)}}
+    status = get_json(core.create_namespaced_service_account_token, account, namespace, body)["status"]
     return status["token"], status["expirationTimestamp"]
 
 

@@ -4,52 +4,90 @@
   connection can never outlive a deadline: the client library passes no timeout by default and
   urllib3 then blocks for ever.
 - The CA, client certificate and key of a kubeconfig go into anonymous in-memory files
-  (memfd): the client library would write them to /tmp, where they stay if the process is
-  killed. They vanish with the process.
+  (memfd), named in the kubeconfig as its files: the client library would write inline ones to
+  /tmp, where they stay if the process is killed. They vanish with the process.
+- The official client is used as documented: its kubeconfig loader, Configuration, the per-call
+  `_request_timeout` (given a default by a subclass) and `_preload_content=False` for plain JSON;
+  nothing of its internals is replaced (bench/kube_client.py measures the choice).
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api, CustomObjectsApi
 
 # (connect, read) seconds for one API request.
 REQUEST_TIMEOUT: tuple[float, float] = (5.0, 30.0)
 
 _memfd_lock = threading.Lock()
-_load_lock = threading.Lock()
-_memfds: dict[str, str] = {}
+_memfds: dict[bytes, str] = {}
+
+# The kubeconfig fields that carry key material inline, and the file field each stands for.
+_INLINE_FILES = {
+    "cluster": (("certificate-authority-data", "certificate-authority"),),
+    "user": (("client-certificate-data", "client-certificate"), ("client-key-data", "client-key")),
+}
 
 
-def _memfd_with(content: str | bytes, *_args: object, **_kwargs: object) -> str:
-    """A path to an in-memory file holding `content` (one per distinct content, kept open)."""
-    data = content.encode() if isinstance(content, str) else content
-    key = base64.b64encode(data).decode()
+def _memfd_with(data: bytes) -> str:
+    """A path to an in-memory file holding `data` (one per distinct content, kept open)."""
     with _memfd_lock:
-        if key not in _memfds:
+        if data not in _memfds:
             fd = os.memfd_create("gpu-tenancy-kube", os.MFD_CLOEXEC)
             os.write(fd, data)
-            _memfds[key] = f"/proc/self/fd/{fd}"
-        return _memfds[key]
+            _memfds[data] = f"/proc/self/fd/{fd}"
+        return _memfds[data]
 
 
-def _with_default_timeout(api_client: Any, timeout: tuple[float, float]) -> Any:
-    """Make every request of this client use `timeout` unless the call sets its own."""
-    rest = api_client.rest_client
-    request: Callable[..., Any] = rest.request
+def _in_memory(doc: dict[str, Any]) -> dict[str, Any]:
+    """The kubeconfig with its inline CA, certificate and key given as paths of in-memory files.
 
-    def bounded(*args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
-        return request(*args, _request_timeout=_request_timeout or timeout, **kwargs)
+    The client library writes inline key material to files under /tmp, left there if the process
+    is killed; a kubeconfig may name files instead, so it gets files that live in memory only and
+    vanish with the process. The library then loads the kubeconfig as documented."""
+    out = dict(doc)
+    for kind, fields in _INLINE_FILES.items():
+        entries = []
+        for entry in doc.get(f"{kind}s") or []:
+            body = entry.get(kind) if isinstance(entry, dict) else None
+            if isinstance(body, dict):
+                body = dict(body)
+                for data_key, file_key in fields:
+                    if body.get(data_key):
+                        body[file_key] = _memfd_with(base64.b64decode(body.pop(data_key)))
+                entry = {**entry, kind: body}
+            entries.append(entry)
+        if entries:
+            out[f"{kind}s"] = entries
+    return out
 
-    rest.request = bounded
-    return api_client
+
+@functools.cache
+def _bounded_client_class() -> type:
+    """ApiClient whose requests carry `timeout` unless the call gives its own `_request_timeout`
+    (the library's per-call parameter; it has no default, and urllib3 then waits for ever)."""
+    from kubernetes import client as k8s_client
+
+    class BoundedApiClient(k8s_client.ApiClient):  # type: ignore[misc]
+        def __init__(self, configuration: Any, timeout: tuple[float, float]):
+            super().__init__(configuration)
+            self.default_timeout = timeout
+
+        def call_api(self, *args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
+            return super().call_api(*args, _request_timeout=_request_timeout or self.default_timeout, **kwargs)
+
+    return BoundedApiClient
 
 
 def api_client(
@@ -57,7 +95,7 @@ def api_client(
     timeout: tuple[float, float] = REQUEST_TIMEOUT,
     connections: int = 4,
     token: Callable[[], str] | None = None,
-) -> Any:
+) -> ApiClient:
     """An ApiClient for a kubeconfig's text; made per use, never kept on a pickled provider.
     `connections`: the HTTP pool size, for callers that send requests from several threads.
     `token`: asked for the bearer token before each request (a token that is renewed)."""
@@ -65,22 +103,15 @@ def api_client(
     from kubernetes.config import kube_config
 
     current_context(kubeconfig)  # one plain error for a kubeconfig with no usable current context
-    doc = yaml.safe_load(kubeconfig)
-    # The library writes inline key material through this one function; send it to memory.
-    with _load_lock:
-        original = kube_config._create_temp_file_with_content
-        kube_config._create_temp_file_with_content = _memfd_with
-        try:
-            configuration = k8s_client.Configuration()
-            configuration.connection_pool_maxsize = connections
-            kube_config.load_kube_config_from_dict(doc, client_configuration=configuration)
-            if token is not None:
-                # the key the loader sets (and auth_settings reads first)
-                configuration.refresh_api_key_hook = lambda c: c.api_key.update(BearerToken=f"Bearer {token()}")
-            client = k8s_client.ApiClient(configuration)
-        finally:
-            kube_config._create_temp_file_with_content = original
-    return _with_default_timeout(client, timeout)
+    configuration = k8s_client.Configuration()
+    configuration.connection_pool_maxsize = connections
+    kube_config.load_kube_config_from_dict(
+        _in_memory(yaml.safe_load(kubeconfig)), client_configuration=configuration, persist_config=False
+    )
+    if token is not None:
+        # the key the loader sets (and auth_settings reads first)
+        configuration.refresh_api_key_hook = lambda c: c.api_key.update(BearerToken=f"Bearer {token()}")
+    return _bounded_client_class()(configuration, timeout)
 
 
 def core_api(
@@ -88,21 +119,21 @@ def core_api(
     timeout: tuple[float, float] = REQUEST_TIMEOUT,
     connections: int = 4,
     token: Callable[[], str] | None = None,
-) -> Any:
+) -> CoreV1Api:
     """A CoreV1Api for a kubeconfig's text (see api_client)."""
     from kubernetes import client
 
     return client.CoreV1Api(api_client(kubeconfig, timeout, connections, token))
 
 
-def apps_api_of(core: Any) -> Any:
+def apps_api_of(core: CoreV1Api) -> AppsV1Api:
     """An AppsV1Api on the same connection as a CoreV1Api (core_api)."""
     from kubernetes import client
 
     return client.AppsV1Api(core.api_client)
 
 
-def custom_objects_api_of(core: Any) -> Any:
+def custom_objects_api_of(core: CoreV1Api) -> CustomObjectsApi:
     """A CustomObjectsApi on the same connection as a CoreV1Api (core_api)."""
     from kubernetes import client
 
@@ -250,9 +281,22 @@ def endpoint_kubeconfig(kubeconfig: str, server: str) -> str:
     )
 
 
+def read_answer(call: Callable[..., Any], *args: Any, **kwargs: Any) -> bytes:
+    """A client call's answer, as the API server sent it: no model classes (bench/kube_client.py:
+    a list decoded into them takes 2.9 times as long). The answer is read whole, so its connection
+    goes back to the pool: an answer left unread costs the next request a new TLS connection
+    (2.4 times the CPU per request). The one place `_preload_content` is given."""
+    return bytes(call(*args, _preload_content=False, **kwargs).data)
+
+
+def send(call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """A call whose answer the caller does not need (a write, a probe); see read_answer."""
+    read_answer(call, *args, **kwargs)
+
+
 def get_json(call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
-    """A client call's answer as plain JSON: no model classes (faster), the shape watches give."""
-    return json.loads(call(*args, _preload_content=False, **kwargs).data)
+    """A client call's answer as plain JSON, the shape watches give (see read_answer)."""
+    return json.loads(read_answer(call, *args, **kwargs))
 
 
 def get_json_or_none(call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any] | None:

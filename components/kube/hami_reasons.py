@@ -13,9 +13,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from components.kube.client import get_json, get_json_or_none, http_status
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api
 
 FILTERING_FAILED = "FilteringFailed"
 BINDING_FAILED = "BindingFailed"
@@ -130,7 +133,7 @@ def parse(events: list[Mapping[str, Any]], condition: str = "") -> PendingReason
     return PendingReason(by_node=by_node, scheduler=scheduler)
 
 
-def pending_reason(core: Any, namespace: str, pod: str) -> PendingReason:
+def pending_reason(core: CoreV1Api, namespace: str, pod: str) -> PendingReason:
     """Read the pod's PodScheduled condition and events, and parse them."""
     obj = get_json_or_none(core.read_namespaced_pod, pod, namespace)
     if obj is None:

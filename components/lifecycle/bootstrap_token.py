@@ -14,7 +14,7 @@ import hashlib
 import secrets
 import string
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from cryptography import x509
@@ -22,7 +22,10 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from components.config.model import KUBEADM_DISCOVERY_SECONDS
 from components.kube.bound_token import seconds_left
-from components.kube.client import cluster_ca, get_json, get_json_or_none, http_status
+from components.kube.client import cluster_ca, get_json, get_json_or_none, http_status, send
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api
 
 BOOTSTRAP_GROUP = "system:bootstrappers:kubeadm:default-node-token"
 NODES_GROUP = "system:nodes"
@@ -68,7 +71,7 @@ def kubeconfig_ca_hash(kubeconfig: str) -> str:
     return ca_cert_hash(base64.b64decode(cluster_ca(kubeconfig)))
 
 
-def create_token(core: Any, tid: str, ttl_seconds: int, description: str) -> tuple[str, str]:
+def create_token(core: CoreV1Api, tid: str, ttl_seconds: int, description: str) -> tuple[str, str]:
     """Create `bootstrap-token-<tid>` expiring after `ttl_seconds`; returns (token, expiration)."""
     secret = "".join(secrets.choice(_ALPHABET) for _ in range(16))
     expiration = (datetime.now(UTC) + timedelta(seconds=ttl_seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -88,16 +91,16 @@ def create_token(core: Any, tid: str, ttl_seconds: int, description: str) -> tup
         },
     }
     try:
-        core.create_namespaced_secret(TOKEN_NAMESPACE, body, _preload_content=False)
+        send(core.create_namespaced_secret, TOKEN_NAMESPACE, body)
     except Exception as exc:
         if http_status(exc) != 409:
             raise
         # A token of this id from an interrupted run: replace it, its secret is unknown to us.
-        core.replace_namespaced_secret(token_secret_name(tid), TOKEN_NAMESPACE, body, _preload_content=False)
+        send(core.replace_namespaced_secret, token_secret_name(tid), TOKEN_NAMESPACE, body)
     return f"{tid}.{secret}", expiration
 
 
-def held_token(core: Any, tid: str, token: str) -> dict[str, Any] | None:
+def held_token(core: CoreV1Api, tid: str, token: str) -> dict[str, Any] | None:
     """The Secret of token `<id>.<secret>` while it still holds that very token, else None
     (revoked, cleaned up after its expiry, or a successor made under the same id)."""
     found = get_json_or_none(core.read_namespaced_secret, token_secret_name(tid), TOKEN_NAMESPACE)
@@ -107,7 +110,7 @@ def held_token(core: Any, tid: str, token: str) -> dict[str, Any] | None:
     return found if f"{tid}.{held}" == token else None
 
 
-def delete_token(core: Any, tid: str, token: str | None = None) -> bool:
+def delete_token(core: CoreV1Api, tid: str, token: str | None = None) -> bool:
     """Revoke the token now; False when it was already gone (expired and cleaned up).
 
     With `token` (`<id>.<secret>`), only while the Secret still holds that token: a successor
@@ -122,11 +125,11 @@ def delete_token(core: Any, tid: str, token: str | None = None) -> bool:
         meta = found["metadata"]
         preconditions = {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}
     try:
-        core.delete_namespaced_secret(
+        send(
+            core.delete_namespaced_secret,
             name,
             TOKEN_NAMESPACE,
             body={"preconditions": preconditions} if preconditions else None,
-            _preload_content=False,
         )
         return True
     except Exception as exc:
@@ -194,7 +197,7 @@ def worker_joins(node: str) -> dict[str, Any]:
     return {"labels": {HOSTNAME_LABEL: node}, "expected": 1, "keep_when_unknown": True}
 
 
-def joined_nodes(core: Any, labels: dict[str, str]) -> int:
+def joined_nodes(core: CoreV1Api, labels: dict[str, str]) -> int:
     """How many Nodes carry the pool's labels: the machines that have joined with its token."""
     found = get_json(core.list_node, label_selector=label_selector(labels))
     return len(found.get("items") or [])

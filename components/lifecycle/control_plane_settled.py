@@ -13,10 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from components.kube.client import apps_api_of, http_status
+from components.kube.client import apps_api_of, http_status, send
 from components.kube.waiting import TimedOut, wait_until
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api
 
 # Kamaji's last steps in a new tenant: kubeadm's bootstrap ConfigMap, Konnectivity's agent.
 MARKERS = (("kube-public", "ConfigMap", "cluster-info"), ("kube-system", "DaemonSet", "konnectivity-agent"))
@@ -45,7 +48,7 @@ def _readyz(api: Any) -> str:
     return "" if answer.status == 200 else f"/readyz {answer.status} {answer.reason or ''}".strip()
 
 
-def observe(core: Any) -> Observation:
+def observe(core: CoreV1Api) -> Observation:
     """`/readyz`, then each marker; any failure to ask is the problem seen."""
     try:
         readyz = _readyz(core.api_client)
@@ -56,7 +59,7 @@ def observe(core: Any) -> Observation:
         for namespace, kind, name in MARKERS:
             read = core.read_namespaced_config_map if kind == "ConfigMap" else apps.read_namespaced_daemon_set
             try:
-                read(name, namespace, _preload_content=False, _request_timeout=PROBE_TIMEOUT)
+                send(read, name, namespace, _request_timeout=PROBE_TIMEOUT)
             except Exception as exc:
                 if http_status(exc) != 404:
                     raise

@@ -9,10 +9,13 @@ chart, and waits for Kamaji to let it go; tenants still on it (another stack's) 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from components.kube.client import custom_objects_api_of, get_json, http_status
 from components.kube.waiting import TimedOut, wait_until
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api
 
 GROUP, VERSION = "kamaji.clastix.io", "v1alpha1"
 
@@ -21,7 +24,7 @@ class DataStoreInUseError(Exception):
     """Kamaji did not let the DataStore go in time: tenants still use it."""
 
 
-def tenants_using(core: Any, datastore: str) -> list[str]:
+def tenants_using(core: CoreV1Api, datastore: str) -> list[str]:
     """`namespace/name` of each TenantControlPlane on `datastore`."""
     listed = get_json(custom_objects_api_of(core).list_cluster_custom_object, GROUP, VERSION, "tenantcontrolplanes")
     return sorted(
@@ -32,7 +35,7 @@ def tenants_using(core: Any, datastore: str) -> list[str]:
     )
 
 
-def _exists(core: Any, name: str) -> bool:
+def _exists(core: CoreV1Api, name: str) -> bool:
     try:
         custom_objects_api_of(core).get_cluster_custom_object(GROUP, VERSION, "datastores", name)
     except Exception as exc:
@@ -42,7 +45,7 @@ def _exists(core: Any, name: str) -> bool:
     return True
 
 
-def delete_datastore(core: Any, name: str, timeout: float, interval: float = 2.0) -> None:
+def delete_datastore(core: CoreV1Api, name: str, timeout: float, interval: float = 2.0) -> None:
     """Delete the DataStore and wait until it is gone; a DataStore already gone is done."""
     try:
         custom_objects_api_of(core).delete_cluster_custom_object(GROUP, VERSION, "datastores", name)

@@ -15,14 +15,17 @@ resources (allocatable nvidia.com/gpumem and gpucores > 0).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from components.domain.inventory import PLUGIN_RESOURCES, offers
 from components.domain.names import HAMI_NAMESPACE, MOCK_GPU_NODE_LABEL
-from components.kube.client import get_json, http_status
+from components.kube.client import get_json, http_status, read_answer
 from components.kube.waiting import TimedOut, wait_until
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api
 
 # The chart's scheduler Service and its metrics port name.
 METRICS_SERVICE = "hami-scheduler:monitor"
@@ -51,10 +54,11 @@ def parse_registered(text: str) -> dict[str, set[str]]:
     return found
 
 
-def registered(core: Any, namespace: str = HAMI_NAMESPACE, service: str = METRICS_SERVICE) -> dict[str, set[str]]:
+def registered(core: CoreV1Api, namespace: str = HAMI_NAMESPACE, service: str = METRICS_SERVICE) -> dict[str, set[str]]:
     """Read HAMi's metrics through the API server's service proxy."""
-    resp = core.connect_get_namespaced_service_proxy_with_path(service, namespace, "metrics", _preload_content=False)
-    return parse_registered(resp.data.decode())
+    return parse_registered(
+        read_answer(core.connect_get_namespaced_service_proxy_with_path, service, namespace, "metrics").decode()
+    )
 
 
 def missing(expected: Mapping[str, Sequence[str]], found: Mapping[str, set[str]]) -> dict[str, list[str]]:
@@ -67,14 +71,14 @@ def missing(expected: Mapping[str, Sequence[str]], found: Mapping[str, set[str]]
     return out
 
 
-def not_offered(core: Any, nodes: Sequence[str]) -> list[str]:
+def not_offered(core: CoreV1Api, nodes: Sequence[str]) -> list[str]:
     """The nodes whose kubelet does not offer the device plugin's resources (yet)."""
     listed = get_json(core.list_node, label_selector="=".join(MOCK_GPU_NODE_LABEL))
     ready = {(n.get("metadata") or {}).get("name") for n in listed.get("items", []) if offers(n)}
     return sorted(set(nodes) - ready)
 
 
-def pods_on(core: Any, node: str) -> str:
+def pods_on(core: CoreV1Api, node: str) -> str:
     """HAMi's pods on the node and where each stands (phase, a waiting container's reason), so a
     plugin that never registered says why: not scheduled there, pulling, crashing, running."""
     try:
@@ -92,7 +96,7 @@ def pods_on(core: Any, node: str) -> str:
     return f"its {HAMI_NAMESPACE} pods: {'; '.join(seen) or 'none'}"
 
 
-def check(core: Any, expected: Mapping[str, Sequence[str]]) -> tuple[dict[str, list[str]], str]:
+def check(core: CoreV1Api, expected: Mapping[str, Sequence[str]]) -> tuple[dict[str, list[str]], str]:
     """One look: (missing cards by node, why: the metrics could not be read, a kubelet does not
     offer the cards yet, or '')."""
     try:
@@ -119,7 +123,7 @@ def check(core: Any, expected: Mapping[str, Sequence[str]]) -> tuple[dict[str, l
 
 
 def wait_registered(
-    core: Any, expected: Mapping[str, Sequence[str]], timeout: float, interval: float = 2.0
+    core: CoreV1Api, expected: Mapping[str, Sequence[str]], timeout: float, interval: float = 2.0
 ) -> dict[str, int]:
     """Wait until HAMi lists every expected card; returns cards per node, or raises naming the
     nodes still missing and the likely cause."""

@@ -5,10 +5,13 @@ set through an ordinary node patch, only through the status subresource."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from components.domain.hami_annotations import RES_GPU
 from components.kube.client import get_json_or_none, http_status
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api
 
 
 def _status_patch(count: int | None) -> dict[str, Any]:
@@ -16,7 +19,7 @@ def _status_patch(count: int | None) -> dict[str, Any]:
     return {"status": {"capacity": {RES_GPU: value}, "allocatable": {RES_GPU: value}}}
 
 
-def set_gpu_capacity(core: Any, node: str, count: int | None) -> None:
+def set_gpu_capacity(core: CoreV1Api, node: str, count: int | None) -> None:
     """Set the node's `nvidia.com/gpu` to `count`, or remove it (None; a node already gone is fine)."""
     try:
         core.patch_node_status(node, _status_patch(count))
@@ -25,7 +28,7 @@ def set_gpu_capacity(core: Any, node: str, count: int | None) -> None:
             raise
 
 
-def gpu_capacity(core: Any, node: str) -> int | None:
+def gpu_capacity(core: CoreV1Api, node: str) -> int | None:
     """The node's `nvidia.com/gpu` capacity (0 when unset), or None when the node is gone."""
     found = get_json_or_none(core.read_node_status, node)
     if found is None:

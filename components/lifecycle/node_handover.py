@@ -18,13 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from components.controllers.release.lock import NOT_BOUND
 from components.kube import hami_reasons
-from components.kube.client import apps_api_of, get_json, get_json_or_none, http_status
+from components.kube.client import apps_api_of, get_json, get_json_or_none, http_status, send
 from components.kube.waiting import TimedOut, wait_until
 from components.lifecycle.release_wait import BOUND, NO_HAMI, allocation_outcome
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api
 
 Obj = Mapping[str, Any]
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -84,11 +87,11 @@ def asks_gpu(pod: Obj) -> bool:
     )
 
 
-def _pods_on(core: Any, node: str) -> list[Obj]:
+def _pods_on(core: CoreV1Api, node: str) -> list[Obj]:
     return get_json(core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={node}").get("items", [])
 
 
-def set_unschedulable(core: Any, node: str, unschedulable: bool) -> bool:
+def set_unschedulable(core: CoreV1Api, node: str, unschedulable: bool) -> bool:
     """Cordon or uncordon; False when the Node does not exist."""
     try:
         core.patch_node(node, {"spec": {"unschedulable": unschedulable or None}})
@@ -99,7 +102,7 @@ def set_unschedulable(core: Any, node: str, unschedulable: bool) -> bool:
         raise
 
 
-def _evict(core: Any, pod: Obj) -> bool:
+def _evict(core: CoreV1Api, pod: Obj) -> bool:
     """True once the eviction is accepted or the pod is gone; False while a budget refuses it."""
     meta = pod["metadata"]
     body = {
@@ -108,7 +111,7 @@ def _evict(core: Any, pod: Obj) -> bool:
         "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
     }
     try:
-        core.create_namespaced_pod_eviction(meta["name"], meta["namespace"], body, _preload_content=False)
+        send(core.create_namespaced_pod_eviction, meta["name"], meta["namespace"], body)
         return True
     except Exception as exc:
         if http_status(exc) == 404:
@@ -118,7 +121,7 @@ def _evict(core: Any, pod: Obj) -> bool:
         raise
 
 
-def drain(core: Any, node: str, timeout: float, interval: float = 1.0) -> list[Moved]:
+def drain(core: CoreV1Api, node: str, timeout: float, interval: float = 1.0) -> list[Moved]:
     """Cordon `node` and evict its pods (see the module); returns what left. A node that does not
     exist has nothing to hand over."""
     if not set_unschedulable(core, node, True):
@@ -150,7 +153,7 @@ def node_ready(node: Obj | None) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def _desired(core: Any, kind: str, namespace: str, name: str, uid: str) -> int | None:
+def _desired(core: CoreV1Api, kind: str, namespace: str, name: str, uid: str) -> int | None:
     """The controller's replicas, or None when it is gone (or replaced: another uid)."""
     if kind == "ReplicationController":
         obj = get_json_or_none(core.read_namespaced_replication_controller, name, namespace)
@@ -177,7 +180,7 @@ class Shortfall:
     pending: tuple[str, ...]
 
 
-def shortfalls(core: Any, left: list[Moved]) -> list[Shortfall]:
+def shortfalls(core: CoreV1Api, left: list[Moved]) -> list[Shortfall]:
     """Per controller that lost pods: how many of its pods are placed again, if fewer than it wants."""
     owners = {(m.namespace, m.owner_kind, m.owner_name, m.owner_uid) for m in left if m.owner_kind in REPLICATED}
     listed: dict[str, list[Obj]] = {}  # one pod list per namespace, however many controllers lost pods there
@@ -197,7 +200,7 @@ def shortfalls(core: Any, left: list[Moved]) -> list[Shortfall]:
     return short
 
 
-def settle(core: Any, node: str, left: list[Moved], timeout: float, interval: float = 1.0) -> None:
+def settle(core: CoreV1Api, node: str, left: list[Moved], timeout: float, interval: float = 1.0) -> None:
     """Uncordon `node`, wait until it is Ready and every controller that lost pods to the drain has
     them placed again (see the module)."""
     state: dict[str, Any] = {"ready": False, "short": []}
@@ -219,7 +222,7 @@ def settle(core: Any, node: str, left: list[Moved], timeout: float, interval: fl
         ) from None
 
 
-def _say(core: Any, s: Shortfall) -> str:
+def _say(core: CoreV1Api, s: Shortfall) -> str:
     namespace = s.owner.split("/", 1)[0]
     why = ""
     if s.pending:

@@ -5,17 +5,20 @@ never removes its successor, which registers under the same name with a machine 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from components.kube.client import get_json_or_none, http_status
+from components.kube.client import get_json_or_none, http_status, send
 from components.kube.waiting import TimedOut, retry_on_conflict, wait_until
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api
 
 
 class NodeNotRegisteredError(Exception):
     """The worker's kubelet did not register its Node in time."""
 
 
-def _node(core: Any, name: str) -> dict[str, Any] | None:
+def _node(core: CoreV1Api, name: str) -> dict[str, Any] | None:
     return get_json_or_none(core.read_node, name)
 
 
@@ -23,7 +26,7 @@ def machine_id(node: dict[str, Any]) -> str:
     return ((node.get("status") or {}).get("nodeInfo") or {}).get("machineID", "")
 
 
-def wait_for_node(core: Any, name: str, machine: str, timeout: float, interval: float = 2.0) -> str:
+def wait_for_node(core: CoreV1Api, name: str, machine: str, timeout: float, interval: float = 2.0) -> str:
     """Wait until the worker's kubelet has registered Node `name` with its machine ID; its uid."""
     last: dict[str, Any] = {}
 
@@ -43,7 +46,7 @@ def wait_for_node(core: Any, name: str, machine: str, timeout: float, interval: 
         ) from None
 
 
-def delete_node_if_mine(core: Any, name: str, machine: str) -> str:
+def delete_node_if_mine(core: CoreV1Api, name: str, machine: str) -> str:
     """Delete Node `name` only while it is the worker's own (same machine ID); the delete carries
     the Node's resourceVersion, so a successor registering meanwhile is never removed.
     Returns "deleted", "absent" or "successor"."""
@@ -57,7 +60,7 @@ def delete_node_if_mine(core: Any, name: str, machine: str) -> str:
         rv = node["metadata"]["resourceVersion"]
         body = {"preconditions": {"resourceVersion": rv, "uid": node["metadata"]["uid"]}}
         try:
-            core.delete_node(name, body=body, _preload_content=False)
+            send(core.delete_node, name, body=body)
         except Exception as exc:
             if http_status(exc) == 404:
                 return "absent"

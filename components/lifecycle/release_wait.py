@@ -14,13 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from components.controllers.release.lock import FAILED, NOT_BOUND, POD_GONE, Outcome, annotations
 from components.domain import hami_annotations as ha
 from components.kube import hami_reasons
 from components.kube.client import get_json, get_json_or_none
 from components.kube.waiting import TimedOut, wait_until
+
+if TYPE_CHECKING:
+    from kubernetes.client import AppsV1Api, CoreV1Api
 
 BOUND = "bound"  # bound, bind-phase success
 ALLOCATING = "allocating"  # bound, bind-phase still allocating: nobody released it
@@ -83,7 +86,7 @@ class _Template:
     replica_set: Obj | None = None
 
 
-def current_template(apps: Any, namespace: str, rollout: Rollout, selector: str | None) -> _Template:
+def current_template(apps: AppsV1Api, namespace: str, rollout: Rollout, selector: str | None) -> _Template:
     d = get_json_or_none(apps.read_namespaced_deployment, rollout.deployment, namespace)
     if d is None:
         return _Template(None, f"deployment {namespace}/{rollout.deployment} does not exist")
@@ -113,7 +116,7 @@ def _replica_failure(rs: Obj | None) -> str:
 
 
 def wait_for_pods(
-    core: Any,
+    core: CoreV1Api,
     namespace: str,
     timeout: float,
     names: list[str] | None = None,
@@ -121,7 +124,7 @@ def wait_for_pods(
     count: int = 0,
     interval: float = 0.5,
     rollout: Rollout | None = None,
-    apps: Any = None,
+    apps: AppsV1Api | None = None,
 ) -> list[PodResult]:
     """Until every pod of a workload is bound with HAMi's allocation finished (or failed), and
     a rollout's leaving pods are gone. Pods are given by name, or by label selector plus the
@@ -162,7 +165,7 @@ def _hash(pod: Obj) -> str | None:
 
 
 def _at_deadline(
-    core: Any, namespace: str, count: int, counted: bool, finished: dict[str, Outcome], state: dict[str, Any]
+    core: CoreV1Api, namespace: str, count: int, counted: bool, finished: dict[str, Outcome], state: dict[str, Any]
 ) -> list[PodResult]:
     current, outcomes, template = state["current"], state["outcomes"], state["template"]
     results = []

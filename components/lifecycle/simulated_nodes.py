@@ -14,14 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from components.config.model import POOL_KWOK
 from components.controllers.kwok import KWOK_NODE_ANNOTATION
 from components.domain.hami_annotations import GPU_NODE_LABEL, NODE_REGISTER, encode_node_register
 from components.domain.inventory import CardsOfANode, advertised_resources, node_devices
 from components.domain.names import MOCK_GPU_NODE_LABEL, gpu_model_label, pool_labels
-from components.kube.client import get_json, http_status
+from components.kube.client import get_json, http_status, send
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api
 
 # The node shape of KWOK's own examples; pods are bounded by the GPU slots long before.
 NODE_RESOURCES = {"cpu": "32", "memory": "256Gi", "pods": "110"}
@@ -70,7 +73,7 @@ def _each(names: Iterable[str], work: Callable[[str], None]) -> None:
             future.result()
 
 
-def ensure_nodes(core: Any, names: list[str], tenant: str, pool: str, fleet: CardsOfANode) -> None:
+def ensure_nodes(core: CoreV1Api, names: list[str], tenant: str, pool: str, fleet: CardsOfANode) -> None:
     """Create the nodes (or bring existing ones back to their labels and annotations), then set
     their capacity. Idempotent, so an interrupted update is finished by the next."""
     status = node_status(fleet)
@@ -78,30 +81,30 @@ def ensure_nodes(core: Any, names: list[str], tenant: str, pool: str, fleet: Car
     def one(name: str) -> None:
         body = node_object(name, tenant, pool, fleet)
         try:
-            core.create_node(body, _preload_content=False)
+            send(core.create_node, body)
         except Exception as exc:
             if http_status(exc) != 409:
                 raise
-            core.patch_node(name, {"metadata": body["metadata"]}, _preload_content=False)
-        core.patch_node_status(name, status, _preload_content=False)
+            send(core.patch_node, name, {"metadata": body["metadata"]})
+        send(core.patch_node_status, name, status)
 
     _each(names, one)
 
 
-def pool_nodes(core: Any, tenant: str, pool: str) -> set[str]:
+def pool_nodes(core: CoreV1Api, tenant: str, pool: str) -> set[str]:
     """The names of the pool's nodes as they are now (found by its labels)."""
     found = get_json(core.list_node, label_selector=selector(tenant, pool))
     return {n["metadata"]["name"] for n in found.get("items") or []}
 
 
-def delete_nodes(core: Any, tenant: str, pool: str, keep: Iterable[str] = ()) -> list[str]:
+def delete_nodes(core: CoreV1Api, tenant: str, pool: str, keep: Iterable[str] = ()) -> list[str]:
     """Delete the pool's nodes (found by its labels, so nothing else is touched) except `keep`."""
     kept = set(keep)
     doomed = sorted(pool_nodes(core, tenant, pool) - kept)
 
     def one(name: str) -> None:
         try:
-            core.delete_node(name, _preload_content=False)
+            send(core.delete_node, name)
         except Exception as exc:
             if http_status(exc) != 404:
                 raise

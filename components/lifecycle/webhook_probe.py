@@ -10,11 +10,14 @@ called) and raises, with the reason, unless the answer comes back mutated by HAM
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from components.domain.hami_annotations import RES_GPUMEM, SCHEDULER_NAME
 from components.kube.client import get_json
 from components.kube.waiting import TimedOut, wait_until
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api
 
 PROBE_POD = "gpu-tenancy-webhook-probe"
 
@@ -41,13 +44,13 @@ def probe_pod() -> dict[str, Any]:
     }
 
 
-def probe_once(core: Any, namespace: str) -> str:
+def probe_once(core: CoreV1Api, namespace: str) -> str:
     """The scheduler name a dry-run GPU pod comes back with ("" when the API rejects it)."""
     answer = get_json(core.create_namespaced_pod, namespace, probe_pod(), dry_run="All")
     return (answer.get("spec") or {}).get("schedulerName") or ""
 
 
-def probe(core: Any, namespace: str, timeout: float, interval: float = 3.0) -> str:
+def probe(core: CoreV1Api, namespace: str, timeout: float, interval: float = 3.0) -> str:
     """Wait up to `timeout` for HAMi's mutation; raise WebhookUnreachableError with the facts."""
     seen = {"scheduler": ""}
 

@@ -29,12 +29,15 @@ redo, look and remove), each through its back-end of the same name (components.l
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pulumi
 from pulumi.dynamic import DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
-from components.kube.client import http_status
+from components.kube.client import http_status, send
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api
 
 REFUSED = (401, 403)
 
@@ -43,11 +46,11 @@ class CredentialRefusedError(Exception):
     """The tenant refused the credential stored with a resource that holds something there."""
 
 
-def answering(core: Any) -> Any:
+def answering(core: CoreV1Api) -> Any:
     """`core`, once the tenant has answered one authenticated request (its API list): a look
     whose own code turns API errors into findings asks this first, so an unreachable tenant or
     a refused credential is "cannot ask", never "the cards are gone"."""
-    core.get_api_resources(_preload_content=False)
+    send(core.get_api_resources)
     return core
 
 

@@ -11,7 +11,7 @@ removes the old one, so the release controller, which selects by the label, keep
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi.dynamic import CreateResult, ReadResult, UpdateResult
@@ -19,9 +19,12 @@ from pulumi.dynamic import CreateResult, ReadResult, UpdateResult
 from components.domain.catalog import GPU_MODELS
 from components.domain.names import MOCK_GPU_NODE_LABEL
 from components.domain.rules import NodeGroup
-from components.kube.client import core_api, http_status
+from components.kube.client import core_api, http_status, send
 from components.lifecycle.simulated_nodes import PARALLEL_REQUESTS, delete_nodes, ensure_nodes, pool_nodes
 from components.providers.base import Provider, ProviderResource
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api
 
 
 def _fleet(props: dict[str, Any]) -> NodeGroup:
@@ -40,12 +43,12 @@ def mock_label() -> str:
     return "=".join(MOCK_GPU_NODE_LABEL)
 
 
-def _unlabel(core: Any, names: list[str], key: str) -> None:
+def _unlabel(core: CoreV1Api, names: list[str], key: str) -> None:
     """Remove label `key` from these nodes (a node already gone is fine)."""
 
     def one(name: str) -> None:
         try:
-            core.patch_node(name, {"metadata": {"labels": {key: None}}}, _preload_content=False)
+            send(core.patch_node, name, {"metadata": {"labels": {key: None}}})
         except Exception as exc:
             if http_status(exc) != 404:
                 raise

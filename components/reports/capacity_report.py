@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from components.config.load import StackFileError, load_stack_file
 from components.config.model import StackConfig, TenantConfig
@@ -28,6 +28,9 @@ from components.kube import hami_reasons
 from components.kube.client import core_api, get_json, http_status
 from components.reports import fleet_picture
 from components.reports.tables import markdown_table, text_table
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,7 +57,7 @@ class TenantCapacity:
         )
 
 
-def allocated_by_hami(core: Any) -> Quota:
+def allocated_by_hami(core: CoreV1Api) -> Quota:
     """Sum of what HAMi recorded on the tenant's live pods (finished pods hold nothing)."""
     slices = [
         d for pod in get_json(core.list_pod_for_all_namespaces).get("items") or [] for d in ha.pod_allocation(pod)
@@ -62,7 +65,7 @@ def allocated_by_hami(core: Any) -> Quota:
     return Quota(gpus=len(slices), gpumem_mb=sum(d.usedmem for d in slices), gpucores=sum(d.usedcores for d in slices))
 
 
-def waiting_for_hami(core: Any) -> tuple[str, ...]:
+def waiting_for_hami(core: CoreV1Api) -> tuple[str, ...]:
     """Each unscheduled pod HAMi schedules, with HAMi's reason per node."""
     out = []
     for pod in get_json(core.list_pod_for_all_namespaces, field_selector="spec.nodeName=").get("items") or []:
@@ -86,7 +89,7 @@ def failure(exc: BaseException) -> str:
     return line.split(">: ", 1)[-1].strip()
 
 
-def tenant_capacity(t: TenantConfig, core: Any | None = None, unreachable: str = "") -> TenantCapacity:
+def tenant_capacity(t: TenantConfig, core: CoreV1Api | None = None, unreachable: str = "") -> TenantCapacity:
     """`unreachable`: why no client could be made for the tenant (a broken kubeconfig)."""
     fleet = t.fleet
     allocated, note, waiting = None, f"not reachable: {unreachable}" if unreachable else "", ()

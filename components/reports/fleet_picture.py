@@ -15,13 +15,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from components.config.model import TenantConfig
 from components.domain import hami_annotations as ha
 from components.domain.rules import place_all
 from components.kube import hami_reasons
 from components.kube.client import get_json
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api
 
 # Above this many cards, slices are drawn without their pod names (they would not be legible).
 MAX_LABEL_CARDS = 64
@@ -105,7 +108,7 @@ def declared(t: TenantConfig, lab: str) -> FleetPicture:
     return picture
 
 
-def live(tenant: str, core: Any) -> FleetPicture:
+def live(tenant: str, core: CoreV1Api) -> FleetPicture:
     """HAMi's allocation as the tenant's API server holds it: the cards HAMi reads on each node
     (its register annotation), the slices its pods record (`hami.io/vgpu-devices-allocated`), the
     Pending pods HAMi schedules with HAMi's reason."""

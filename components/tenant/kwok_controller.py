@@ -29,6 +29,12 @@ from components.tenant.service_account import scoped_kubeconfig
 SERVICE_ACCOUNT = "gpu-tenancy-kwok"
 TOKEN_FILE = f"{TOKEN_DIR}/token"
 MOUNT = "/etc/gpu-tenancy"
+# Memory caps (swap: none beyond them), so one tenant's KWOK or keeper cannot take the host's memory
+# from the others. bench/controller_memory.py: KWOK 56 MiB resident with no node, 113 MiB with
+# 2,000 Ready nodes (about 0.03 MiB a node: 5,000 nodes, a pool's most, near 200 MiB); the keeper
+# 17 MiB idle, 66 MiB at a renewal.
+MEMORY_MIB = 512
+KEEPER_MEMORY_MIB = 192
 KEEPER_HEALTH = f"import os,sys; sys.exit(not os.path.getsize({TOKEN_FILE!r}))"
 SERVER_ADDRESS = "--server-address="
 
@@ -98,6 +104,8 @@ class KwokController(pulumi.ComponentResource):
             ],
             volumes=mounts,
             labels=labels,
+            memory=KEEPER_MEMORY_MIB,
+            memory_swap=KEEPER_MEMORY_MIB,
             # Healthy once the token file is written: KWOK starts after that.
             healthcheck=docker.ContainerHealthcheckArgs(
                 tests=["CMD", "python", "-c", KEEPER_HEALTH], interval="5s", timeout="3s", retries=3
@@ -125,6 +133,8 @@ class KwokController(pulumi.ComponentResource):
             ],
             volumes=mounts,
             labels=labels,
+            memory=MEMORY_MIB,
+            memory_swap=MEMORY_MIB,
             must_run=True,
             # One KWOK per tenant: two would fight over the same nodes, so the old one goes first.
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[self.keeper]),

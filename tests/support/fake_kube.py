@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes.client import ApiException
 
 
-class _Response:
+class Answer:
     def __init__(self, obj: Any):
         self.data = json.dumps(obj).encode()
 
@@ -128,7 +128,7 @@ class FakeCore:
         merge(obj, patch)
         obj["metadata"]["resourceVersion"] = self._next_rv()
 
-    def _delete(self, store: dict[Any, dict[str, Any]], key: Any, body: Any) -> _Response:
+    def _delete(self, store: dict[Any, dict[str, Any]], key: Any, body: Any) -> Answer:
         """As the API server deletes: 404 when absent, 409 when a precondition (uid, ...) fails."""
         with self._lock:
             found = store.get(key)
@@ -138,28 +138,28 @@ class FakeCore:
             if any(found["metadata"].get(k) != v for k, v in want.items()):
                 raise ApiException(status=409, reason="Conflict")
             del store[key]
-        return _Response({})
+        return Answer({})
 
-    def read_node(self, name: str, **_kw: Any) -> _Response:
+    def read_node(self, name: str, **_kw: Any) -> Answer:
         self._call("read_node", name)
         if name not in self.nodes:
             raise ApiException(status=404, reason="Not Found")
-        return _Response(self.nodes[name])
+        return Answer(self.nodes[name])
 
-    def patch_node(self, name: str, body: dict[str, Any], **_kw: Any) -> _Response:
+    def patch_node(self, name: str, body: dict[str, Any], **_kw: Any) -> Answer:
         self._call("patch_node", name)
         with self._lock:
             self._patch(self.nodes.get(name), body)
         if self.on_patch:
             self.on_patch("node", name)
-        return _Response(self.nodes[name])
+        return Answer(self.nodes[name])
 
-    def list_node(self, label_selector: str | None = None, **_kw: Any) -> _Response:
+    def list_node(self, label_selector: str | None = None, **_kw: Any) -> Answer:
         self._call("list_node", label_selector or "")
         items = [n for n in self.nodes.values() if selects(label_selector, n)]
-        return _Response({"items": items, "metadata": {"resourceVersion": str(self._rv)}})
+        return Answer({"items": items, "metadata": {"resourceVersion": str(self._rv)}})
 
-    def create_namespaced_secret(self, namespace: str, body: dict[str, Any], **_kw: Any) -> _Response:
+    def create_namespaced_secret(self, namespace: str, body: dict[str, Any], **_kw: Any) -> Answer:
         """Stored as the API server keeps it: `stringData` becomes base64 `data`."""
         name = body["metadata"]["name"]
         self._call("create_namespaced_secret", f"{namespace}/{name}")
@@ -168,35 +168,35 @@ class FakeCore:
         data = {k: base64.b64encode(v.encode()).decode() for k, v in (body.get("stringData") or {}).items()}
         meta = {**body["metadata"], "uid": f"uid-{namespace}-{name}", "resourceVersion": self._next_rv()}
         self.secrets[(namespace, name)] = {"metadata": meta, "type": body.get("type"), "data": data}
-        return _Response(self.secrets[(namespace, name)])
+        return Answer(self.secrets[(namespace, name)])
 
-    def read_namespaced_secret(self, name: str, namespace: str, **_kw: Any) -> _Response:
+    def read_namespaced_secret(self, name: str, namespace: str, **_kw: Any) -> Answer:
         self._call("read_namespaced_secret", f"{namespace}/{name}")
         if (namespace, name) not in self.secrets:
             raise ApiException(status=404, reason="Not Found")
-        return _Response(self.secrets[(namespace, name)])
+        return Answer(self.secrets[(namespace, name)])
 
-    def delete_namespaced_secret(self, name: str, namespace: str, body: Any = None, **_kw: Any) -> _Response:
+    def delete_namespaced_secret(self, name: str, namespace: str, body: Any = None, **_kw: Any) -> Answer:
         self._call("delete_namespaced_secret", f"{namespace}/{name}")
         return self._delete(self.secrets, (namespace, name), body)
 
-    def read_namespaced_pod(self, name: str, namespace: str, **_kw: Any) -> _Response:
+    def read_namespaced_pod(self, name: str, namespace: str, **_kw: Any) -> Answer:
         self._call("read_namespaced_pod", f"{namespace}/{name}")
         if (namespace, name) not in self.pods:
             raise ApiException(status=404, reason="Not Found")
-        return _Response(self.pods[(namespace, name)])
+        return Answer(self.pods[(namespace, name)])
 
-    def patch_namespaced_pod(self, name: str, namespace: str, body: dict[str, Any], **_kw: Any) -> _Response:
+    def patch_namespaced_pod(self, name: str, namespace: str, body: dict[str, Any], **_kw: Any) -> Answer:
         self._call("patch_namespaced_pod", f"{namespace}/{name}")
         with self._lock:
             self._patch(self.pods.get((namespace, name)), body)
         if self.on_patch:
             self.on_patch("pod", f"{namespace}/{name}")
-        return _Response(self.pods[(namespace, name)])
+        return Answer(self.pods[(namespace, name)])
 
     def create_namespaced_pod(
         self, namespace: str, body: dict[str, Any], dry_run: str | None = None, **_kw: Any
-    ) -> _Response:
+    ) -> Answer:
         """A new uid each time; AlreadyExists (409) for a name in use, dry run or not."""
         name = body["metadata"]["name"]
         self._call("create_namespaced_pod" + ("(dry-run)" if dry_run else ""), f"{namespace}/{name}")
@@ -205,26 +205,26 @@ class FakeCore:
                 raise ApiException(status=409, reason="AlreadyExists")
             pod = copy.deepcopy(body)
             if dry_run:
-                return _Response(pod)
+                return Answer(pod)
             pod["metadata"].update(uid=f"uid-{namespace}-{name}-{self._next_rv()}", resourceVersion=self._next_rv())
             pod.setdefault("status", {"phase": "Pending"})
             self.pods[(namespace, name)] = pod
-        return _Response(pod)
+        return Answer(pod)
 
-    def delete_namespaced_pod(self, name: str, namespace: str, body: Any = None, **_kw: Any) -> _Response:
+    def delete_namespaced_pod(self, name: str, namespace: str, body: Any = None, **_kw: Any) -> Answer:
         self._call("delete_namespaced_pod", f"{namespace}/{name}")
         return self._delete(self.pods, (namespace, name), body)
 
-    def list_pod_for_all_namespaces(self, **_kw: Any) -> _Response:
+    def list_pod_for_all_namespaces(self, **_kw: Any) -> Answer:
         self._call("list_pod_for_all_namespaces", "")
-        return _Response({"items": list(self.pods.values()), "metadata": {"resourceVersion": str(self._rv)}})
+        return Answer({"items": list(self.pods.values()), "metadata": {"resourceVersion": str(self._rv)}})
 
-    def list_namespaced_pod(self, namespace: str, label_selector: str | None = None, **_kw: Any) -> _Response:
+    def list_namespaced_pod(self, namespace: str, label_selector: str | None = None, **_kw: Any) -> Answer:
         self._call("list_namespaced_pod", namespace)
         items = [p for (ns, _), p in self.pods.items() if ns == namespace and selects(label_selector, p)]
-        return _Response({"items": items, "metadata": {"resourceVersion": str(self._rv)}})
+        return Answer({"items": items, "metadata": {"resourceVersion": str(self._rv)}})
 
-    def list_namespaced_event(self, namespace: str, field_selector: str = "", **_kw: Any) -> _Response:
+    def list_namespaced_event(self, namespace: str, field_selector: str = "", **_kw: Any) -> Answer:
         self._call("list_namespaced_event", namespace)
         fields = dict(part.split("=", 1) for part in field_selector.split(",") if part)
         items = [
@@ -232,7 +232,7 @@ class FakeCore:
             for e in self.events
             if all((e.get("involvedObject") or {}).get(k.split(".", 1)[1]) == v for k, v in fields.items())
         ]
-        return _Response({"items": items})
+        return Answer({"items": items})
 
     def pod(self, namespace: str, name: str) -> dict[str, Any]:
         return copy.deepcopy(self.pods[(namespace, name)])
@@ -283,11 +283,11 @@ class FakeApps:
             "status": {"conditions": conditions},
         }
 
-    def read_namespaced_deployment(self, name: str, namespace: str, **_kw: Any) -> _Response:
+    def read_namespaced_deployment(self, name: str, namespace: str, **_kw: Any) -> Answer:
         if (namespace, name) not in self.deployments:
             raise ApiException(status=404, reason="Not Found")
-        return _Response(self.deployments[(namespace, name)])
+        return Answer(self.deployments[(namespace, name)])
 
-    def list_namespaced_replica_set(self, namespace: str, label_selector: str | None = None, **_kw: Any) -> _Response:
+    def list_namespaced_replica_set(self, namespace: str, label_selector: str | None = None, **_kw: Any) -> Answer:
         items = [r for (ns, _), r in self.replica_sets.items() if ns == namespace and selects(label_selector, r)]
-        return _Response({"items": items})
+        return Answer({"items": items})

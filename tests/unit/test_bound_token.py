@@ -102,7 +102,9 @@ class FakeTokenApi:
         token = jwt({"iat": now, "exp": now + seconds, "sub": f"system:serviceaccount:{namespace}:{name}"})
         self.issued.append(token)
         expiry = datetime.fromtimestamp(now + seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return type("Answer", (), {"data": json.dumps({"status": {"token": token, "expirationTimestamp": expiry}})})()
+        return type(
+            "Answer", (), {"data": json.dumps({"status": {"token": token, "expirationTimestamp": expiry}}).encode()}
+        )()
 
 
 def keeper_on_a_fake_clock(tmp_path, stack_seconds: float, renewal_seconds: int):

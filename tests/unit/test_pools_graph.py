@@ -370,3 +370,23 @@ def test_a_container_with_an_owned_upload_names_its_user_as_a_bare_uid(stack, re
     assert owned, "no container with an owned upload: the check would prove nothing"
     for name, user, owner in owned:
         assert user == owner and user.isdigit(), f"{name}: user {user!r}, upload owned by {owner!r}"
+
+
+def test_every_controller_container_on_the_lab_host_has_a_memory_cap_and_no_swap_beyond_it(kwok, ext):
+    """One tenant's controller (its release controller, KWOK, a token keeper) cannot take the
+    host's memory from another tenant or from the management cluster."""
+    from components.tenant import kwok_controller, release_controller
+
+    caps = {}
+    for rec in (kwok, ext):
+        for c in rec.of_type("docker:index/container:Container"):
+            if c.inputs.get("privileged"):  # a node: its kubelet's and containerd's, sized apart
+                continue
+            memory = c.inputs.get("memory")
+            assert isinstance(memory, int | float) and memory > 0, f"{c.name}: no memory cap"
+            assert c.inputs.get("memorySwap") == memory, f"{c.name}: swap beyond its cap"
+            caps[c.name] = memory
+    assert caps["team-a-kwok-container"] == kwok_controller.MEMORY_MIB
+    assert caps["team-a-kwok-token-keeper"] == kwok_controller.KEEPER_MEMORY_MIB
+    assert caps["team-a-releaser-container"] == release_controller.MEMORY_MIB
+    assert len(caps) >= 3, sorted(caps)

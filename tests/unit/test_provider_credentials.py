@@ -22,6 +22,7 @@ from components.domain.names import MOCK_GPU_NODE_LABEL
 from components.providers import base
 from components.providers import simulated_nodes as sn
 from tests.support.cluster import free_port
+from tests.support.fake_kube import Answer
 
 FAR = "2099-01-01T00:00:00Z"
 
@@ -332,23 +333,25 @@ class _Nodes:
     def __init__(self, labels: dict[str, dict[str, str]]):
         self.labels = labels
 
-    def create_node(self, body: dict[str, Any], **_k: Any) -> None:
+    def create_node(self, body: dict[str, Any], **_k: Any) -> Answer:
         from kubernetes.client import ApiException
 
         name = body["metadata"]["name"]
         if name in self.labels:
             raise ApiException(status=409, reason="AlreadyExists")
         self.labels[name] = dict(body["metadata"]["labels"])
+        return Answer(body)
 
-    def patch_node(self, name: str, body: dict[str, Any], **_k: Any) -> None:
+    def patch_node(self, name: str, body: dict[str, Any], **_k: Any) -> Answer:
         for key, value in (body.get("metadata") or {}).get("labels", {}).items():
             if value is None:
                 self.labels[name].pop(key, None)
             else:
                 self.labels[name][key] = value
+        return Answer({"metadata": {"name": name, "labels": self.labels[name]}})
 
-    def patch_node_status(self, *_a: Any, **_k: Any) -> None:
-        pass
+    def patch_node_status(self, *_a: Any, **_k: Any) -> Answer:
+        return Answer({})
 
     def list_node(self, label_selector: str = "", **_k: Any) -> Any:
         from types import SimpleNamespace

@@ -71,6 +71,7 @@ def dry_run_answers(scheduler: str):
 
 def ANSWERS(**_k):  # noqa: N802 - stands for the client's method
     """The tenant answers an authenticated request (base.answering): it can be asked."""
+    return SimpleNamespace(data=b'{"kind": "APIResourceList"}')
 
 
 PROBE = {"kubeconfig": "k", "namespace": "default", "timeout_seconds": 0.1, "hami_revision": 1}

@@ -19,7 +19,7 @@ from components.controllers.release import controller as rc
 from components.domain import hami_annotations as ha
 from components.domain.names import MOCK_GPU_NODE_LABEL
 from tests.support.clock import FakeClock
-from tests.support.fake_kube import FakeCore
+from tests.support.fake_kube import Answer, FakeCore
 from tests.support.waits import settles
 
 MOCK = dict([MOCK_GPU_NODE_LABEL])
@@ -52,9 +52,10 @@ def metric(c: rc.ReleaseController, name: str, **labels: str) -> float:
 class EventCore(FakeCore):
     """FakeCore that also takes core/v1 Events (kept in `events`, as the reason lookup reads them)."""
 
-    def create_namespaced_event(self, namespace: str, body: dict, **_kw) -> None:
+    def create_namespaced_event(self, namespace: str, body: dict, **_kw) -> Answer:
         self._call("create_namespaced_event", f"{namespace}/{body['involvedObject']['name']}")
         self.events.append(body)
+        return Answer(body)
 
 
 @pytest.fixture

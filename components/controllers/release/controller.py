@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tenacity
 from kubernetes import watch
@@ -34,7 +34,10 @@ from components.controllers.release.workqueue import WorkQueue
 from components.domain import hami_annotations as ha
 from components.domain.names import MOCK_GPU_NODE_LABEL
 from components.kube import hami_reasons
-from components.kube.client import REQUEST_TIMEOUT, get_json, http_status
+from components.kube.client import REQUEST_TIMEOUT, get_json, http_status, send
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api
 
 log = logging.getLogger("gpu-tenancy.release-controller")
 
@@ -99,7 +102,7 @@ class ReleaseController:
 
     def __init__(
         self,
-        core: Any,
+        core: CoreV1Api,
         *,
         namespace: str | None = None,
         node_label: tuple[str, str] | None = MOCK_GPU_NODE_LABEL,
@@ -317,7 +320,7 @@ class ReleaseController:
             "count": 1,
         }
         try:
-            self.core.create_namespaced_event(namespace, body, _preload_content=False)
+            send(self.core.create_namespaced_event, namespace, body)
         except Exception as exc:
             self.metrics.failures.labels("event").inc()
             log.warning("%s/%s: could not post a %s Event (%s)", namespace, name, reason, exc)

@@ -14,12 +14,15 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from components.domain import hami_annotations as ha
 from components.domain.names import MOCK_GPU_NODE_LABEL
-from components.kube.client import get_json, get_json_or_none, http_status
+from components.kube.client import get_json, get_json_or_none, http_status, send
 from components.kube.waiting import retry_on_conflict
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api
 
 log = logging.getLogger("gpu-tenancy.lock-release")
 
@@ -63,7 +66,7 @@ class Refused(Exception):
         self.reason = f"refused-{status}"
 
 
-def read_named_node(core: Any, node: str) -> dict[str, Any] | None:
+def read_named_node(core: CoreV1Api, node: str) -> dict[str, Any] | None:
     """The node a pod names, or None when no such node exists. Raises NotOurs for a name no
     Node can carry (checked before any request: `a%b` or `n/status` would reach other URLs)
     and for a 4xx the API server answers on it."""
@@ -104,7 +107,7 @@ def is_mock_node(node: Obj, label: tuple[str, str] | None = MOCK_GPU_NODE_LABEL)
     return labels.get(label[0]) == label[1]
 
 
-def release_node_lock(core: Any, node: str, namespace: str, pod: str, node_obj: Obj | None = None) -> str:
+def release_node_lock(core: CoreV1Api, node: str, namespace: str, pod: str, node_obj: Obj | None = None) -> str:
     """Remove the node lock if, and only while, it names namespace/pod.
 
     The delete carries the node's resourceVersion, so a lock taken by someone else between our
@@ -132,7 +135,7 @@ def release_node_lock(core: Any, node: str, namespace: str, pod: str, node_obj: 
         rv = node_obj["metadata"]["resourceVersion"]
         patch = {"metadata": {"resourceVersion": rv, "annotations": {ha.NODE_LOCK: None}}}
         try:
-            core.patch_node(node, patch, _preload_content=False)
+            send(core.patch_node, node, patch)
             return LOCK_RELEASED
         except Exception as exc:
             if http_status(exc) == 404:
@@ -145,7 +148,7 @@ def release_node_lock(core: Any, node: str, namespace: str, pod: str, node_obj: 
 
 
 def free_lock_at_allocation(
-    core: Any, namespace: str, pod: str, pod_obj: Obj, node_label: tuple[str, str] | None = MOCK_GPU_NODE_LABEL
+    core: CoreV1Api, namespace: str, pod: str, pod_obj: Obj, node_label: tuple[str, str] | None = MOCK_GPU_NODE_LABEL
 ) -> str | None:
     """Free the node lock as soon as HAMi's Bind has taken it and marked the pod allocating,
     before the Binding lands: on a mock-GPU node the lock guards nothing (the mock's Allocate
@@ -163,7 +166,7 @@ def free_lock_at_allocation(
 
 
 def release_pod(
-    core: Any,
+    core: CoreV1Api,
     namespace: str,
     pod: str,
     pod_obj: Obj | None = None,
@@ -212,7 +215,7 @@ def release_pod(
             rv = pod_obj["metadata"]["resourceVersion"]
             patch = {"metadata": {"resourceVersion": rv, "annotations": {ha.BIND_PHASE: ha.PHASE_SUCCESS}}}
             try:
-                core.patch_namespaced_pod(pod, namespace, patch, _preload_content=False)
+                send(core.patch_namespaced_pod, pod, namespace, patch)
             except Exception as exc:
                 if http_status(exc) == 404:
                     return Outcome(POD_GONE, node)
@@ -240,7 +243,7 @@ class SweepIncomplete(Exception):
 
 
 def release_locks_of_finished(
-    core: Any, done: set[tuple[str, str]], node_label: tuple[str, str] | None = MOCK_GPU_NODE_LABEL
+    core: CoreV1Api, done: set[tuple[str, str]], node_label: tuple[str, str] | None = MOCK_GPU_NODE_LABEL
 ) -> int:
     """Remove every mock node's lock that names a pod in `done`. One node cannot stop the
     others: a node refusing (4xx) is logged and left; a node failing otherwise (5xx, a timeout)

@@ -15,13 +15,16 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from components.controllers.release.lock import read_named_node, refusal
 from components.controllers.release.pods import Key, key_of
 from components.domain.inventory import offers
-from components.kube.client import get_json_or_none, http_status
+from components.kube.client import get_json_or_none, http_status, send
 from components.kube.waiting import TimedOut, wait_until
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api
 
 log = logging.getLogger("gpu-tenancy.release-controller")
 
@@ -96,7 +99,7 @@ def fresh_copy(pod: Mapping[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": fresh, "spec": spec}
 
 
-def readmit(core: Any, pod: Mapping[str, Any], create_seconds: float = CREATE_SECONDS) -> str:
+def readmit(core: CoreV1Api, pod: Mapping[str, Any], create_seconds: float = CREATE_SECONDS) -> str:
     """Make the refused pod again: once its node offers the devices (NotYet before), check that
     its copy would be admitted (a dry-run create, answered AlreadyExists only when every admission
     step passed), delete the refused pod (by its uid), create the copy. Raises Refused when the
@@ -110,17 +113,17 @@ def readmit(core: Any, pod: Mapping[str, Any], create_seconds: float = CREATE_SE
             raise NotYet(f"node {node_name} does not offer {', '.join(sorted(wanted))} again yet")
     body = fresh_copy(pod)
     try:
-        core.create_namespaced_pod(namespace, body, dry_run="All", _preload_content=False)
+        send(core.create_namespaced_pod, namespace, body, dry_run="All")
     except Exception as exc:
         if http_status(exc) != 409:
             raise (refusal(exc, "making it again (dry run)") or exc) from exc
     uid = (pod.get("metadata") or {}).get("uid")
     try:
-        core.delete_namespaced_pod(
+        send(
+            core.delete_namespaced_pod,
             name,
             namespace,
             body={"preconditions": {"uid": uid}, "gracePeriodSeconds": 0},
-            _preload_content=False,
         )
     except Exception as exc:
         if http_status(exc) in (404, 409):  # gone, or another pod by that name now: not ours
@@ -129,7 +132,7 @@ def readmit(core: Any, pod: Mapping[str, Any], create_seconds: float = CREATE_SE
 
     def made() -> str | None:
         try:
-            core.create_namespaced_pod(namespace, body, _preload_content=False)
+            send(core.create_namespaced_pod, namespace, body)
             return MADE_AGAIN
         except Exception as exc:
             status = http_status(exc)
