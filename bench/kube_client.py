@@ -278,7 +278,10 @@ def clients_side_by_side(cluster: Any, audit: Path, releases: int, listed: int) 
         results[mode] = run_worker(mode, kubeconfig, releases, LIST_REPEATS)
         time.sleep(1)
         results[mode]["requests"] = audit_events(audit, user, since, datetime.now(UTC))
-    print(f"2. One release's API sequence, {releases} times, then a list of {listed} pods {LIST_REPEATS} times (median), each client alone:")
+    print(
+        f"2. One release's API sequence, {releases} times, then a list of {listed} pods "
+        f"{LIST_REPEATS} times (median), each client alone:"
+    )
     rows = []
     for mode, r in results.items():
         if "error" in r:
