@@ -51,12 +51,11 @@ else:
     platform = KamajiPlatform(
         "kamaji",
         KamajiPlatformArgs(
-            provider=cluster.provider,
             kubeconfig=cluster.kubeconfig,
             cert_manager_chart=cfg.chart("certManager"),
             kamaji_chart=cfg.chart("kamaji"),
-            depends_on=cluster.ready,
         ),
+        opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=cluster.ready),
     )
     management_provider, network, datastore, kamaji = (
         cluster.provider,
@@ -71,10 +70,8 @@ else:
         for slot in cfg.teams:
             TeamAccess(
                 f"team-{slot.name}",
-                TeamAccessArgs(
-                    team=slot, datastore=platform.datastore_name, provider=cluster.provider, project=project
-                ),
-                opts=pulumi.ResourceOptions(depends_on=[platform.release]),
+                TeamAccessArgs(team=slot, datastore=platform.datastore_name, project=project),
+                opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[platform.release]),
             )
         pulumi.export("platform", platform_outputs(cluster.kubeconfig, network, cfg, platform.datastore_name))
 
@@ -98,13 +95,11 @@ for t in cfg.tenants:
             hami=cfg.hami,
             lab_name=cfg.cluster.name,
             datastore_schema=schema_of(t.name),
-            management_provider=management_provider,
             address=cfg.cluster.management_ip,
             network=network,
             datastore=datastore,
             bootstrap_token_minutes=cfg.cluster.bootstrap_token_minutes,
             release_controller_image=release_controller_image.ref,
-            depends_on=[kamaji] if kamaji else [],
             owns_namespaces=cfg.role != ROLE_TEAM,
             node_image=cfg.cluster.node_image,
             images=cfg.images,
@@ -112,6 +107,8 @@ for t in cfg.tenants:
             mirror_registries=mirror_registries(cfg),
             hami_chart=cfg.chart("hami"),
         ),
+        # On the management cluster, after Kamaji's DataStore (this stack's, or none: the platform's).
+        opts=pulumi.ResourceOptions(provider=management_provider, depends_on=[kamaji] if kamaji else None),
     )
     pulumi.export(
         t.name,

@@ -4,7 +4,7 @@ directory or an OCI registry (components.config.chart_sources)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -35,8 +35,6 @@ class HelmReleaseArgs:
     chart: Chart
     namespace: str
     values: dict[str, Any]
-    provider: k8s.Provider
-    depends_on: list[pulumi.Resource] = field(default_factory=list)
     # Where the chart comes from; None: the chart's repository.
     source: ChartSource | None = None
 
@@ -65,7 +63,8 @@ def chart_inputs(chart: Chart, source: ChartSource | None) -> dict[str, Any]:
     raise ValueError(f"{chart.chart}: unknown chart source kind {source.kind!r}")
 
 
-def helm_release(name: str, args: HelmReleaseArgs, parent: pulumi.Resource) -> k8s.helm.v3.Release:
+def helm_release(name: str, args: HelmReleaseArgs, opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
+    """The chart's release; `opts` as for any resource (its provider, as a rule, its parent's)."""
     return k8s.helm.v3.Release(
         name,
         name=args.chart.release,
@@ -74,5 +73,5 @@ def helm_release(name: str, args: HelmReleaseArgs, parent: pulumi.Resource) -> k
         create_namespace=True,
         values=args.values,
         timeout=HELM_TIMEOUT_SECONDS,
-        opts=pulumi.ResourceOptions(parent=parent, provider=args.provider, depends_on=args.depends_on),
+        opts=opts,
     )

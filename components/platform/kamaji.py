@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 from components.config import versions
 from components.config.chart_sources import ChartSource
 from components.config.model import CHARTS
+from components.platform.component_options import waits_for
 from components.platform.helm import Chart, HelmReleaseArgs, helm_release
 from components.providers.datastore_teardown import DataStoreTeardown
 
@@ -61,14 +62,11 @@ def kamaji_values() -> dict[str, Any]:
 
 @dataclass
 class KamajiPlatformArgs:
-    provider: k8s.Provider
     # The management cluster's kubeconfig: the DataStore's teardown asks Kamaji with it.
     kubeconfig: pulumi.Input[str]
     # Where each chart comes from (config `charts.certManager`, `charts.kamaji`); None: its repository.
     cert_manager_chart: ChartSource | None = None
     kamaji_chart: ChartSource | None = None
-    # What the cluster must have first (the management node's StorageClass, for the DataStore's claims).
-    depends_on: list[pulumi.Resource] = field(default_factory=list)
 
 
 class KamajiPlatform(pulumi.ComponentResource):
@@ -77,6 +75,8 @@ class KamajiPlatform(pulumi.ComponentResource):
     Real releases (helm.v3.Release), not rendered charts: kamaji-etcd's setup jobs are Helm
     hooks. Tenants depend on `datastore` (which depends on the release), so on destroy they are
     deleted (and awaited) before the DataStore, and the DataStore before Kamaji and its webhooks.
+    Options: `provider` the management cluster's; `depends_on` what the cluster must have first
+    (the management node's StorageClass, for the DataStore's claims).
     """
 
     release: k8s.helm.v3.Release
@@ -85,29 +85,16 @@ class KamajiPlatform(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: KamajiPlatformArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:KamajiPlatform", name, None, opts)
+        first = waits_for(opts)
         self.cert_manager = helm_release(
             f"{name}-cert-manager",
-            HelmReleaseArgs(
-                CERT_MANAGER,
-                CERT_MANAGER_NAMESPACE,
-                cert_manager_values(),
-                args.provider,
-                depends_on=list(args.depends_on),
-                source=args.cert_manager_chart,
-            ),
-            parent=self,
+            HelmReleaseArgs(CERT_MANAGER, CERT_MANAGER_NAMESPACE, cert_manager_values(), args.cert_manager_chart),
+            pulumi.ResourceOptions(parent=self, depends_on=first),
         )
         self.release = helm_release(
             f"{name}-kamaji",
-            HelmReleaseArgs(
-                KAMAJI,
-                KAMAJI_NAMESPACE,
-                kamaji_values(),
-                args.provider,
-                depends_on=[self.cert_manager, *args.depends_on],
-                source=args.kamaji_chart,
-            ),
-            parent=self,
+            HelmReleaseArgs(KAMAJI, KAMAJI_NAMESPACE, kamaji_values(), args.kamaji_chart),
+            pulumi.ResourceOptions(parent=self, depends_on=[self.cert_manager, *first]),
         )
         self.datastore_name = DEFAULT_DATASTORE
         # Tenants depend on this, so on destroy: tenants, then the DataStore (Kamaji running),

@@ -28,6 +28,7 @@ from components.domain.names import (
     team_account_user,
     tenant_namespace,
 )
+from components.platform.component_options import waits_for
 from components.platform.control_plane_fields import MAX_CONTROL_PLANE_REPLICAS, equals, present, refusals
 
 TCP_GROUP = "kamaji.clastix.io"
@@ -137,21 +138,21 @@ CONTROL_PLANE_QUOTA = {
 class TeamAccessArgs:
     team: TeamSlot
     datastore: pulumi.Input[str]
-    provider: k8s.Provider
     # The Pulumi project: the team's DataStore schema is named from it (TeamSlot.datastore_schema).
     project: str
 
 
 class TeamAccess(pulumi.ComponentResource):
     """One team's namespace (with its quota and limits), ServiceAccount, Role and control-plane
-    policy; the team's Role is bound only once the policy and the quota hold."""
+    policy; the team's Role is bound only once the policy and the quota hold. Options: `provider`
+    the management cluster's; `depends_on` what all of it comes after (Kamaji's release)."""
 
     account: k8s.core.v1.ServiceAccount
 
     def __init__(self, name: str, args: TeamAccessArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:TeamAccess", name, None, opts)
         team = args.team.name
-        on = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        on = pulumi.ResourceOptions(parent=self, depends_on=waits_for(opts))
         self.namespace = k8s.core.v1.Namespace(f"{name}-ns", metadata={"name": tenant_namespace(team)}, opts=on)
         ns = self.namespace.metadata.name
         self.account = k8s.core.v1.ServiceAccount(

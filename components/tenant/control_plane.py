@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -23,6 +23,7 @@ from components.domain.names import (
     tenant_namespace,
     tenant_provider,
 )
+from components.platform.component_options import waits_for
 from components.providers.control_plane_settled import ControlPlaneSettled
 from components.providers.tenant_version import TenantVersion
 from components.tenant.automation_identity import AutomationIdentity
@@ -146,14 +147,11 @@ def control_plane_spec(
 @dataclass
 class ControlPlaneArgs:
     tenant: TenantConfig
-    management_provider: k8s.Provider
     # The management cluster address that workers and the host reach NodePorts on.
     address: str
     datastore: pulumi.Input[str]
     # Its etcd key prefix and user (StackConfig.datastore_schema): immutable once created.
     schema: pulumi.Input[str]
-    # Kamaji's release: the TCP must be created after, and deleted before, Kamaji.
-    depends_on: list[pulumi.Resource] = field(default_factory=list)
     # Lab: this stack makes the tenant's namespaces. Team: the platform made them (TeamAccess);
     # the team's identity may not create namespaces.
     owns_namespaces: bool = True
@@ -164,7 +162,9 @@ def _decode(data: dict[str, str], key: str) -> str:
 
 
 class ControlPlane(pulumi.ComponentResource):
-    """A TenantControlPlane with Konnectivity, waited until Ready, and its kubeconfigs as secrets."""
+    """A TenantControlPlane with Konnectivity, waited until Ready, and its kubeconfigs as secrets.
+    Options: `provider` the management cluster's; `depends_on` what the TCP is created after, and
+    deleted before (Kamaji's DataStore)."""
 
     endpoint: pulumi.Output[str]
     # admin.conf: what people get (stack output).
@@ -174,11 +174,12 @@ class ControlPlane(pulumi.ComponentResource):
     provider: k8s.Provider
 
     def __init__(self, name: str, args: ControlPlaneArgs, opts: pulumi.ResourceOptions | None = None):
+        after = waits_for(opts)
         # Stacks made before the rename hold it as Tenant: the alias keeps them (no replace).
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=[pulumi.Alias(type_=PREVIOUS_TYPE)]))
         super().__init__(TYPE, name, None, opts)
         t = args.tenant
-        mgmt = pulumi.ResourceOptions(parent=self, provider=args.management_provider)
+        mgmt = pulumi.ResourceOptions(parent=self)
         self.namespace_name: pulumi.Output[str] = pulumi.Output.from_input(tenant_namespace(t.name))
         if args.owns_namespaces:
             ns = k8s.core.v1.Namespace(f"{name}-ns", metadata={"name": tenant_namespace(t.name)}, opts=mgmt)
@@ -197,9 +198,7 @@ class ControlPlane(pulumi.ComponentResource):
             kind=TCP_KIND,
             metadata=control_plane_metadata(t, self.namespace_name),
             spec=control_plane_spec(t, args.address, args.datastore, args.schema),
-            opts=pulumi.ResourceOptions.merge(
-                mgmt, pulumi.ResourceOptions(depends_on=[*args.depends_on, self.version])
-            ),
+            opts=pulumi.ResourceOptions.merge(mgmt, pulumi.ResourceOptions(depends_on=[*after, self.version])),
         )
         # The id is built from the TCP's id, which is known only once the TCP exists and is Ready
         # (and unknown while a new one is previewed), so the read never runs too early.

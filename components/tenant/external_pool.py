@@ -9,7 +9,7 @@ no release controller: the real plugin registers the cards and completes HAMi's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pulumi
 
@@ -17,6 +17,7 @@ from components.config.model import POOL_EXTERNAL
 from components.domain.hami_annotations import GPU_NODE_LABEL
 from components.domain.names import pool_labels
 from components.lifecycle.bootstrap_token import label_selector, machine_join, token_id
+from components.platform.component_options import waits_for
 from components.providers.bootstrap_token import BootstrapToken
 
 
@@ -55,11 +56,12 @@ class ExternalPoolArgs:
     token_ttl_seconds: int
     # How many machines are to join: the token is revoked once this many Nodes carry the labels.
     machines: int
-    # The tenant's node-bootstrap RBAC: the token is only useful after it.
-    depends_on: list[pulumi.Resource] = field(default_factory=list)
 
 
 class ExternalPool(pulumi.ComponentResource):
+    """A join for the team's own machines (option `depends_on`: the tenant's node-bootstrap RBAC,
+    without which the token is of no use)."""
+
     token: BootstrapToken
     join: pulumi.Output[dict[str, str]]
 
@@ -73,7 +75,7 @@ class ExternalPool(pulumi.ComponentResource):
             ttl_seconds=args.token_ttl_seconds,
             description=f"gpu-tenancy: joins of pool {args.pool} of {args.tenant}",
             joins={"labels": labels, "expected": args.machines},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=waits_for(opts)),
         )
         self.join = pulumi.Output.secret(
             pulumi.Output.all(self.token.token, args.ca_cert_hash, self.token.expiration, self.token.revoked).apply(

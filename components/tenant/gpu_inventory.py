@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -12,6 +12,7 @@ from components.domain.hami_annotations import GPU_NODE_LABEL, NODE_REGISTER, en
 from components.domain.inventory import gpu_capacity, node_devices
 from components.domain.names import MACHINE_ID_ANNOTATION, MOCK_GPU_NODE_LABEL, gpu_model_label
 from components.domain.rules import Fleet
+from components.platform.component_options import waits_for
 from components.providers.node_gpu_capacity import NodeGpuCapacity
 
 
@@ -41,17 +42,15 @@ def fake_cards_metadata(tenant: str, node: str, cards: GpuFleet) -> tuple[dict[s
 class MockGpuInventoryArgs:
     tenant: str
     fleet: GpuFleet
-    # Nodes written at once, after `depends_on`; GpuTenant adds its docker workers one by one (add).
+    # Nodes written at once, after the component's `depends_on` (whatever makes those Node objects
+    # exist: the kubeadm joins; no data flows from them); GpuTenant adds its workers one by one (add).
     nodes: list[str]
-    provider: k8s.Provider
     kubeconfig: pulumi.Input[str]
-    # Whatever makes those Node objects exist (the kubeadm joins); no data flows from them.
-    depends_on: list[pulumi.Resource] = field(default_factory=list)
 
 
 class MockGpuInventory(pulumi.ComponentResource):
     """Per node: labels gpu=on and the mock-GPU label + device-register annotation, then the
-    capacity seed.
+    capacity seed. Options: `provider` the tenant's; `depends_on` what every node's cards wait for.
 
     The annotation goes first: HAMi 2.8 reads a node's devices when its nvidia.com/gpu
     allocatable changes, so the capacity seed must find the annotation already there.
@@ -59,7 +58,7 @@ class MockGpuInventory(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: MockGpuInventoryArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:MockGpuInventory", name, None, opts)
-        self._name, self._args = name, args
+        self._name, self._args, self._waits = name, args, waits_for(opts)
         self.patches: list[k8s.core.v1.NodePatch] = []
         self.capacities: list[NodeGpuCapacity] = []
         self.nodes: list[str] = []
@@ -96,9 +95,7 @@ class MockGpuInventory(pulumi.ComponentResource):
                 labels=labels,
                 annotations=annotations,
             ),
-            opts=pulumi.ResourceOptions(
-                parent=self, provider=args.provider, depends_on=[*args.depends_on, *(depends_on or [])]
-            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*self._waits, *(depends_on or [])]),
         )
         capacity = NodeGpuCapacity(
             f"{self._name}-{node}-capacity",

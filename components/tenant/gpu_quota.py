@@ -19,7 +19,7 @@ adopts it (server-side apply).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -36,6 +36,7 @@ from components.domain.hami_annotations import (
 )
 from components.domain.names import GPU_BUDGET_LABEL
 from components.domain.requests import Quota, budget_shares
+from components.platform.component_options import waits_for
 
 QUOTA_NAME = "gpu-quota"
 SHARED_NAMESPACE = "default"
@@ -165,18 +166,17 @@ class GpuQuotaArgs:
     # What the stack's own workloads use, per namespace (namespaces other than default are made).
     declared: dict[str, Quota]
     tenant: str
-    provider: k8s.Provider
-    depends_on: list[pulumi.Resource] = field(default_factory=list)
 
 
 class GpuQuota(pulumi.ComponentResource):
-    """The GPU namespaces (labelled), a ResourceQuota share in each, and the admission policy."""
+    """The GPU namespaces (labelled), a ResourceQuota share in each, and the admission policy.
+    Options: `provider` the tenant's; `depends_on` what all of it comes after."""
 
     namespaces: dict[str, pulumi.Resource]
 
     def __init__(self, name: str, args: GpuQuotaArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:GpuQuota", name, None, opts)
-        on_tenant = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.depends_on)
+        on_tenant = pulumi.ResourceOptions(parent=self, depends_on=waits_for(opts))
         label = {GPU_BUDGET_LABEL[0]: GPU_BUDGET_LABEL[1]}
         self.shares = budget_shares(args.budget, args.declared, SHARED_NAMESPACE)
         self.namespaces = {}

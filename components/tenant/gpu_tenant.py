@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from components.config.chart_sources import ChartSource
 from components.config.model import (
@@ -13,6 +12,7 @@ from components.config.model import (
     POOL_DOCKER,
     POOL_EXTERNAL,
     POOL_KWOK,
+    GpuFleet,
     HamiConfig,
     ImagesConfig,
     MirrorConfig,
@@ -23,6 +23,7 @@ from components.domain.names import pool_labels, workload_resource
 from components.domain.requests import Demand, total_usage
 from components.lifecycle.bootstrap_token import kubeconfig_ca_hash
 from components.nodes.registry_mirror import CONTAINERD, mirror_files
+from components.platform.component_options import waits_for
 from components.providers.node_handover import NodeSettled
 from components.providers.simulated_nodes import SimulatedNodes
 from components.tenant.control_plane import ControlPlane, ControlPlaneArgs
@@ -35,7 +36,7 @@ from components.tenant.kube_proxy import TenantKubeProxy, TenantKubeProxyArgs
 from components.tenant.kwok_controller import KwokController, KwokControllerArgs
 from components.tenant.network import TenantNetwork, TenantNetworkArgs
 from components.tenant.release_controller import ReleaseController, ReleaseControllerArgs
-from components.tenant.worker_node import NodeBootstrap, NodeBootstrapArgs, WorkerNode, WorkerNodeArgs
+from components.tenant.worker_node import NodeBootstrap, WorkerNode, WorkerNodeArgs
 
 
 @dataclass
@@ -45,7 +46,6 @@ class GpuTenantArgs:
     lab_name: str
     # The control plane's etcd keys (StackConfig.datastore_schema).
     datastore_schema: pulumi.Input[str]
-    management_provider: k8s.Provider
     address: str
     # The Docker network's name: the lab's own, or the platform's (team stacks).
     network: pulumi.Input[str]
@@ -54,8 +54,6 @@ class GpuTenantArgs:
     bootstrap_token_minutes: int
     # The release controller's image (ReleaseControllerImage.ref), built once per stack on the lab host.
     release_controller_image: pulumi.Input[str]
-    # Kamaji's release, when this stack installs it (the TCP goes after it, and before it on destroy).
-    depends_on: list[pulumi.Resource] = field(default_factory=list)
     # False in a team stack: the platform made the tenant's namespaces (TeamAccess).
     owns_namespaces: bool = True
     # The cluster's `nodeImage` (a repository of the lab's node images), or None for kind's.
@@ -70,65 +68,123 @@ class GpuTenantArgs:
 
 
 class GpuTenant(pulumi.ComponentResource):
-    """Wires the per-tenant components in the order the design's graph gives.
+    """One team's GPU cluster, wired in the order the design's graph gives, top to bottom:
 
-    ControlPlane (waited until it runs the tenant's version) -> NodeBootstrap, TenantKubeProxy ->
-    docker workers
-    one at a time (each: NodeDrain, container, join, its fake cards, NodeSettled; so an upgrade
-    replaces them one by one, each settled before the next is drained), SimulatedNodes + one
-    KwokController (kwok), ExternalPool (a join for the team's machines) -> TenantNetwork (needs
-    a worker's image) -> Hami after the last worker settled (needs Ready nodes; waits for its
-    webhook and for every fake card to be registered; in an upgrade its kube-scheduler follows
-    the workers); ReleaseController beside them (fake cards only); GpuQuota; then the workloads,
-    once HAMi is ready and the release controller runs.
+    ControlPlane (on the management cluster: this component's `provider`; after its `depends_on`,
+    Kamaji's DataStore) -> on the tenant, through its automation identity: NodeBootstrap,
+    TenantKubeProxy -> docker workers one at a time (each: NodeDrain, container, join, its fake
+    cards, NodeSettled; so an upgrade replaces them one by one, each settled before the next is
+    drained), SimulatedNodes + one KwokController (kwok), ExternalPool (a join for the team's
+    machines) -> TenantNetwork (needs a worker's image) -> Hami after the last worker settled
+    (needs Ready nodes; waits for its webhook and for every fake card to be registered; in an
+    upgrade its kube-scheduler follows the workers); ReleaseController beside them (fake cards
+    only); GpuQuota; then the workloads, once HAMi is ready and the release controller runs.
     """
 
     def __init__(self, name: str, args: GpuTenantArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:GpuTenant", name, None, opts)
         t = args.tenant
-        child = pulumi.ResourceOptions(parent=self)
-        self.control_plane = ControlPlane(
-            f"{name}-cp",
-            ControlPlaneArgs(
-                tenant=t,
-                management_provider=args.management_provider,
-                address=args.address,
-                datastore=args.datastore,
-                schema=args.datastore_schema,
-                depends_on=args.depends_on,
-                owns_namespaces=args.owns_namespaces,
-            ),
-            opts=child,
-        )
-        provider = self.control_plane.provider
+        self.control_plane = self._control_plane(name, args, waits_for(opts))
+        on_tenant = pulumi.ResourceOptions(parent=self, provider=self.control_plane.provider)
         admin = self.control_plane.automation_kubeconfig
         endpoint = f"{args.address}:{t.api_port}"
-        self.bootstrap = NodeBootstrap(f"{name}-bootstrap", NodeBootstrapArgs(provider=provider), opts=child)
+        ca_hash = admin.apply(kubeconfig_ca_hash)
+        # Each node with fake cards, and its pool's cards (a mixed fleet: several models).
+        fake_nodes = dict(t.gpu_nodes(args.lab_name))
+
+        self.bootstrap = NodeBootstrap(f"{name}-bootstrap", opts=on_tenant)
         # Before any node: Services route from a node's first pod on (HAMi's reach the API server).
         self.kube_proxy = TenantKubeProxy(
             f"{name}-kube-proxy",
             TenantKubeProxyArgs(
-                kubernetes_version=t.kubernetes_version,
-                pod_cidr=t.pod_cidr,
-                server=f"https://{endpoint}",
-                provider=provider,
+                kubernetes_version=t.kubernetes_version, pod_cidr=t.pod_cidr, server=f"https://{endpoint}"
             ),
-            opts=child,
+            opts=on_tenant,
         )
-        ca_hash = admin.apply(kubeconfig_ca_hash)
-        # Each node with fake cards, and its pool's cards (a mixed fleet: several models).
-        fake_nodes = dict(t.gpu_nodes(args.lab_name))
         # Docker workers' fake cards, written node by node as each worker joins.
         self.inventory = MockGpuInventory(
-            f"{name}-gpus",
-            MockGpuInventoryArgs(tenant=t.name, fleet=t.gpu, nodes=[], provider=provider, kubeconfig=admin),
-            opts=child,
+            f"{name}-gpus", MockGpuInventoryArgs(tenant=t.name, fleet=t.gpu, nodes=[], kubeconfig=admin), opts=on_tenant
         )
-        # Docker workers: real containers, where the tenant's system pods run. One at a time: each
-        # starts (or, in an upgrade, is drained and replaced) after the control plane is at the
-        # tenant's version and the previous worker has settled with its pods placed again.
-        self.workers: list[WorkerNode] = []
-        self.settled: list[NodeSettled] = []
+        self.workers, self.settled = self._docker_workers(name, args, on_tenant, endpoint, ca_hash, fake_nodes)
+        self.inventory.close()
+        self.network = self._pod_network(name, args, on_tenant)
+        self.kwok, self.simulated = self._kwok_pools(name, args, on_tenant, endpoint)
+        self.external = self._external_pools(name, args, on_tenant, endpoint, ca_hash)
+        self.summary = inventory_summary(t.fleet)
+
+        # After the last worker settled: in an upgrade, HAMi's kube-scheduler follows the workers.
+        nodes_ready: list[pulumi.Resource] = [
+            *self.settled,
+            self.kube_proxy,
+            *filter(None, [self.network]),
+            self.inventory,
+            *self.simulated,
+            *filter(None, [self.kwok]),
+        ]
+        self.hami = Hami(
+            f"{name}-hami",
+            HamiArgs(
+                kubeconfig=admin,
+                kubernetes_version=t.kubernetes_version,
+                hami=args.hami,
+                real_gpus=t.real_gpus,
+                expected_devices={n: [d.id for d in node_devices(t.name, n, g)] for n, g in fake_nodes.items()},
+                hami_chart=args.hami_chart,
+            ),
+            opts=pulumi.ResourceOptions.merge(on_tenant, pulumi.ResourceOptions(depends_on=nodes_ready)),
+        )
+        self.release_controller = self._release_controller(name, args, on_tenant, endpoint)
+        self.pools = self._pools(args)
+        self.quota = self._quota(name, args, on_tenant)
+        gpu_ready: list[pulumi.Resource] = [*self.hami.ready, *filter(None, [self.release_controller]), self.quota]
+        self.workloads = [
+            GpuWorkload(
+                workload_resource(name, w.namespace, w.name),
+                GpuWorkloadArgs(tenant=t.name, workload=w, kubernetes_version=t.kubernetes_version, kubeconfig=admin),
+                opts=pulumi.ResourceOptions.merge(on_tenant, pulumi.ResourceOptions(depends_on=gpu_ready)),
+            )
+            for w in t.workloads
+        ]
+        self.register_outputs(
+            {
+                "endpoint": self.control_plane.endpoint,
+                "kubeconfig": self.control_plane.kubeconfig,
+                "pools": self.pools,
+                "inventory": self.summary,
+                "releaseController": self.release_controller.metrics_url if self.release_controller else None,
+            }
+        )
+
+    def _control_plane(self, name: str, args: GpuTenantArgs, after: list[pulumi.Resource]) -> ControlPlane:
+        """On the management cluster (this component's provider), after Kamaji's DataStore."""
+        return ControlPlane(
+            f"{name}-cp",
+            ControlPlaneArgs(
+                tenant=args.tenant,
+                address=args.address,
+                datastore=args.datastore,
+                schema=args.datastore_schema,
+                owns_namespaces=args.owns_namespaces,
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after),
+        )
+
+    def _docker_workers(
+        self,
+        name: str,
+        args: GpuTenantArgs,
+        on_tenant: pulumi.ResourceOptions,
+        endpoint: str,
+        ca_hash: pulumi.Output[str],
+        fake_nodes: dict[str, GpuFleet],
+    ) -> tuple[list[WorkerNode], list[NodeSettled]]:
+        """Real containers, where the tenant's system pods run. One at a time: each starts (or, in
+        an upgrade, is drained and replaced) after the control plane is at the tenant's version
+        and the previous worker has settled with its pods placed again."""
+        t = args.tenant
+        admin = self.control_plane.automation_kubeconfig
+        workers: list[WorkerNode] = []
+        settled: list[NodeSettled] = []
         after: list[pulumi.Resource] = [self.control_plane.control_plane]
         node_files = mirror_files(args.mirror, args.mirror_registries, CONTAINERD)
         for pool in t.pools_of(POOL_DOCKER):
@@ -143,13 +199,11 @@ class GpuTenant(pulumi.ComponentResource):
                         tenant_kubeconfig=admin,
                         ca_cert_hash=ca_hash,
                         token_ttl_seconds=args.bootstrap_token_minutes * 60,
-                        provider=provider,
                         labels=pool_labels(t.name, pool.name, POOL_DOCKER),
                         files=node_files,
-                        depends_on=[self.bootstrap],
                         after=after,
                     ),
-                    opts=child,
+                    opts=pulumi.ResourceOptions.merge(on_tenant, pulumi.ResourceOptions(depends_on=[self.bootstrap])),
                 )
                 joined: list[pulumi.Resource] = [worker.membership, worker.labels]
                 placed = list(joined)
@@ -157,7 +211,7 @@ class GpuTenant(pulumi.ComponentResource):
                     placed.append(
                         self.inventory.add(node, worker.machine_id, depends_on=joined, fleet=fake_nodes[node])
                     )
-                settled = NodeSettled(
+                node_settled = NodeSettled(
                     f"{name}-{pool.name}-{i}-settled",
                     kubeconfig=admin,
                     node=node,
@@ -165,44 +219,45 @@ class GpuTenant(pulumi.ComponentResource):
                     moved=worker.drain.moved,
                     opts=pulumi.ResourceOptions(parent=worker, depends_on=placed),
                 )
-                self.workers.append(worker)
-                self.settled.append(settled)
-                after = [settled]
-        self.inventory.close()
-        # kind's node images carry kindnet's manifest, applied here; the lab's node images bring
-        # their own pod network (a bridge on each Node's pod CIDR and routes between the nodes).
-        self.network = (
-            TenantNetwork(
-                f"{name}-network",
-                TenantNetworkArgs(
-                    container_name=self.workers[0].container.name, pod_cidr=t.pod_cidr, provider=provider
-                ),
-                opts=child,
-            )
-            if args.node_image is None
-            else None
+                workers.append(worker)
+                settled.append(node_settled)
+                after = [node_settled]
+        return workers, settled
+
+    def _pod_network(self, name: str, args: GpuTenantArgs, on_tenant: pulumi.ResourceOptions) -> TenantNetwork | None:
+        """kind's node images carry kindnet's manifest, applied here; the lab's node images bring
+        their own pod network (a bridge on each Node's pod CIDR and routes between the nodes)."""
+        if args.node_image is not None:
+            return None
+        return TenantNetwork(
+            f"{name}-network",
+            TenantNetworkArgs(container_name=self.workers[0].container.name, pod_cidr=args.tenant.pod_cidr),
+            opts=on_tenant,
         )
-        # kwok pools: simulated nodes with the same fake cards, kept Ready by one KWOK per tenant.
-        self.kwok = (
-            KwokController(
-                f"{name}-kwok",
-                KwokControllerArgs(
-                    tenant=t.name,
-                    lab_name=args.lab_name,
-                    network=args.network,
-                    keeper_image=args.release_controller_image,
-                    image=args.images.kwok,
-                    server=f"https://{endpoint}",
-                    pod_cidr=t.pod_cidr,
-                    tenant_provider=provider,
-                    admin_kubeconfig=admin,
-                ),
-                opts=child,
-            )
-            if t.pools_of(POOL_KWOK)
-            else None
+
+    def _kwok_pools(
+        self, name: str, args: GpuTenantArgs, on_tenant: pulumi.ResourceOptions, endpoint: str
+    ) -> tuple[KwokController | None, list[SimulatedNodes]]:
+        """kwok pools: simulated nodes with the same fake cards, kept Ready by one KWOK per tenant."""
+        t = args.tenant
+        if not t.pools_of(POOL_KWOK):
+            return None, []
+        admin = self.control_plane.automation_kubeconfig
+        kwok = KwokController(
+            f"{name}-kwok",
+            KwokControllerArgs(
+                tenant=t.name,
+                lab_name=args.lab_name,
+                network=args.network,
+                keeper_image=args.release_controller_image,
+                image=args.images.kwok,
+                server=f"https://{endpoint}",
+                pod_cidr=t.pod_cidr,
+                admin_kubeconfig=admin,
+            ),
+            opts=on_tenant,
         )
-        self.simulated = [
+        simulated = [
             SimulatedNodes(
                 f"{name}-{pool.name}",
                 kubeconfig=admin,
@@ -215,106 +270,78 @@ class GpuTenant(pulumi.ComponentResource):
             )
             for pool in t.pools_of(POOL_KWOK)
         ]
-        # external pools: the team's machines, joined with the configuration the stack outputs.
-        self.external = [
+        return kwok, simulated
+
+    def _external_pools(
+        self,
+        name: str,
+        args: GpuTenantArgs,
+        on_tenant: pulumi.ResourceOptions,
+        endpoint: str,
+        ca_hash: pulumi.Output[str],
+    ) -> list[ExternalPool]:
+        """external pools: the team's machines, joined with the configuration the stack outputs."""
+        t = args.tenant
+        return [
             ExternalPool(
                 f"{name}-{pool.name}",
                 ExternalPoolArgs(
                     tenant=t.name,
                     pool=pool.name,
                     endpoint=endpoint,
-                    admin_kubeconfig=admin,
+                    admin_kubeconfig=self.control_plane.automation_kubeconfig,
                     ca_cert_hash=ca_hash,
                     token_ttl_seconds=(pool.join_token_hours or DEFAULT_JOIN_TOKEN_HOURS) * 3600,
                     machines=pool.nodes,
-                    depends_on=[self.bootstrap],
                 ),
-                opts=child,
+                opts=pulumi.ResourceOptions.merge(on_tenant, pulumi.ResourceOptions(depends_on=[self.bootstrap])),
             )
             for pool in t.pools_of(POOL_EXTERNAL)
         ]
-        self.summary = inventory_summary(t.fleet)
-        self.hami = Hami(
-            f"{name}-hami",
-            HamiArgs(
-                provider=provider,
-                kubeconfig=admin,
-                kubernetes_version=t.kubernetes_version,
-                hami=args.hami,
-                real_gpus=t.real_gpus,
-                expected_devices={n: [d.id for d in node_devices(t.name, n, g)] for n, g in fake_nodes.items()},
-                # After the last worker settled: in an upgrade, HAMi's kube-scheduler follows the workers.
-                depends_on=[
-                    *self.settled,
-                    self.kube_proxy,
-                    *([self.network] if self.network else []),
-                    self.inventory,
-                    *self.simulated,
-                    *([self.kwok] if self.kwok else []),
-                ],
-                hami_chart=args.hami_chart,
+
+    def _release_controller(
+        self, name: str, args: GpuTenantArgs, on_tenant: pulumi.ResourceOptions, endpoint: str
+    ) -> ReleaseController | None:
+        """Only where HAMi's allocations are never completed by a real plugin."""
+        t = args.tenant
+        if t.real_gpus:
+            return None
+        return ReleaseController(
+            f"{name}-releaser",
+            ReleaseControllerArgs(
+                tenant=t.name,
+                lab_name=args.lab_name,
+                network=args.network,
+                image=args.release_controller_image,
+                server=f"https://{endpoint}",
+                admin_kubeconfig=self.control_plane.automation_kubeconfig,
+                readmit=tuple(f"{w.namespace}/{w.name}" for w in t.workloads if w.kind == "Pod"),
             ),
-            opts=child,
+            opts=on_tenant,
         )
-        # The release controller: only where HAMi's allocations are never completed by a real plugin.
-        self.release_controller = (
-            None
-            if t.real_gpus
-            else ReleaseController(
-                f"{name}-releaser",
-                ReleaseControllerArgs(
-                    tenant=t.name,
-                    lab_name=args.lab_name,
-                    network=args.network,
-                    image=args.release_controller_image,
-                    server=f"https://{endpoint}",
-                    provider=provider,
-                    admin_kubeconfig=admin,
-                    readmit=tuple(f"{w.namespace}/{w.name}" for w in t.workloads if w.kind == "Pod"),
-                ),
-                opts=child,
-            )
-        )
-        # Per pool: its mode and its nodes (external: the join, a secret).
-        self.pools: dict[str, object] = {
+
+    def _pools(self, args: GpuTenantArgs) -> dict[str, object]:
+        """Per pool: its mode and its nodes (external: the join, a secret)."""
+        t = args.tenant
+        pools: dict[str, object] = {
             pool.name: {"mode": pool.mode, "nodes": t.node_names(args.lab_name, pool)} for pool in t.pools
         }
         for pool, ext in zip(t.pools_of(POOL_EXTERNAL), self.external, strict=True):
-            self.pools[pool.name] = {"mode": pool.mode, "machines": pool.nodes, "join": ext.join}
+            pools[pool.name] = {"mode": pool.mode, "machines": pool.nodes, "join": ext.join}
+        return pools
+
+    def _quota(self, name: str, args: GpuTenantArgs, on_tenant: pulumi.ResourceOptions) -> GpuQuota:
+        """The tenant's GPU budget, shared out over the namespaces its workloads use."""
+        t = args.tenant
         declared: dict[str, list[Demand]] = {}
         for w, d in zip(t.workloads, t.demands(), strict=True):
             declared.setdefault(w.namespace, []).append(d)
-        self.quota = GpuQuota(
+        return GpuQuota(
             f"{name}-quota",
             GpuQuotaArgs(
                 budget=t.quota.quota,
                 declared={ns: total_usage(ds) for ns, ds in declared.items()},
                 tenant=t.name,
-                provider=provider,
             ),
-            opts=child,
-        )
-        self.workloads = [
-            GpuWorkload(
-                workload_resource(name, w.namespace, w.name),
-                GpuWorkloadArgs(
-                    tenant=t.name,
-                    workload=w,
-                    kubernetes_version=t.kubernetes_version,
-                    provider=provider,
-                    kubeconfig=admin,
-                    depends_on=[*self.hami.ready, *filter(None, [self.release_controller]), self.quota],
-                ),
-                opts=child,
-            )
-            for w in t.workloads
-        ]
-        self.register_outputs(
-            {
-                "endpoint": self.control_plane.endpoint,
-                "kubeconfig": self.control_plane.kubeconfig,
-                "pools": self.pools,
-                "inventory": self.summary,
-                "releaseController": self.release_controller.metrics_url if self.release_controller else None,
-            }
+            opts=on_tenant,
         )

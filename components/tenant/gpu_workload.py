@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 from components.config.model import WorkloadConfig
 from components.domain.hami_annotations import NOUSE_GPU_TYPE, USE_GPU_TYPE
 from components.domain.names import FAIL_ON_PENDING_ANNOTATION, TENANT_LABEL, WORKLOAD_LABEL
+from components.platform.component_options import waits_for
 from components.providers.release_wait import ReleaseWait
 
 
@@ -53,23 +54,22 @@ def deployment_spec(w: WorkloadConfig, labels: dict[str, str]) -> dict[str, Any]
 class GpuWorkloadArgs:
     tenant: str
     workload: WorkloadConfig
-    provider: k8s.Provider
     kubeconfig: pulumi.Input[str]
-    depends_on: list[pulumi.Resource] | None = None
     # A Pod workload is made again when the tenant moves to another version: the upgrade's drain
     # evicts it (no controller brings it back), and it is re-created once HAMi has followed.
     kubernetes_version: str | None = None
 
 
 class GpuWorkload(pulumi.ComponentResource):
-    """Creates the workload in the tenant; `up` waits until HAMi has allocated each of its pods."""
+    """Creates the workload in the tenant; `up` waits until HAMi has allocated each of its pods.
+    Options: `provider` the tenant's; `depends_on` what the workload is created after."""
 
     release: ReleaseWait
 
     def __init__(self, name: str, args: GpuWorkloadArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:GpuWorkload", name, None, opts)
         w = args.workload
-        on_tenant = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.depends_on or [])
+        on_tenant = pulumi.ResourceOptions(parent=self, depends_on=waits_for(opts))
         labels = {WORKLOAD_LABEL: w.name, TENANT_LABEL: args.tenant}
         meta = k8s.meta.v1.ObjectMetaArgs(
             name=w.name, namespace=w.namespace, labels=labels, annotations=pod_annotations(w)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pulumi
@@ -24,6 +24,7 @@ from components.domain.names import (
     WEBHOOK_CERTIFICATE_ANNOTATION,
 )
 from components.lifecycle import webhook_certificate as wc
+from components.platform.component_options import waits_for
 from components.platform.helm import Chart, HelmReleaseArgs, helm_release
 from components.providers.hami_registration import HamiRegistration
 from components.providers.webhook_certificate import WebhookCertificate
@@ -169,7 +170,11 @@ class TrustedRelease:
 
 
 def trusted_release(
-    name: str, args: HelmReleaseArgs, parent: pulumi.Resource, files: Mapping[str, str] | None = None
+    name: str,
+    args: HelmReleaseArgs,
+    parent: pulumi.Resource,
+    files: Mapping[str, str] | None = None,
+    after: Sequence[pulumi.Resource] = (),
 ) -> TrustedRelease:
     """The chart `args` names with its webhook's certificate made here, in this order:
     - the namespace, owned by the stack (Helm's create-namespace would leave it behind on destroy);
@@ -180,12 +185,12 @@ def trusted_release(
     - the CA in the chart's webhook configuration: a server-side apply of that one field, so the
       chart keeps the rest, and Helm's upgrades keep it (their manifests never name it).
     Until the last step the API server cannot verify the webhook and (failurePolicy Ignore)
-    skips it: whatever makes GPU pods waits for the probe, which comes after it."""
-    provider = args.provider
+    skips it: whatever makes GPU pods waits for the probe, which comes after it.
+    The release comes `after` those resources too; each resource's provider is `parent`'s."""
     namespace = k8s.core.v1.Namespace(
         f"{name}-namespace",
         metadata={"name": args.namespace},
-        opts=pulumi.ResourceOptions(parent=parent, provider=provider),
+        opts=pulumi.ResourceOptions(parent=parent),
     )
     cert = WebhookCertificate(
         f"{name}-webhook-certificate",
@@ -200,7 +205,7 @@ def trusted_release(
         metadata={"name": HAMI_TLS_SECRET, "namespace": args.namespace},
         type="kubernetes.io/tls",
         string_data={**(files or {}), "tls.crt": cert.tls_crt, "tls.key": cert.tls_key, "ca.crt": cert.ca_crt},
-        opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[namespace]),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[namespace]),
     )
     scheduler = {**args.values.get("scheduler", {})}
     scheduler["podAnnotations"] = {
@@ -210,8 +215,8 @@ def trusted_release(
     }
     release = helm_release(
         f"{name}-release",
-        replace(args, values={**args.values, "scheduler": scheduler}, depends_on=[*args.depends_on, secret]),
-        parent=parent,
+        replace(args, values={**args.values, "scheduler": scheduler}),
+        pulumi.ResourceOptions(parent=parent, depends_on=[*after, secret]),
     )
     ca_bundle = k8s.admissionregistration.v1.MutatingWebhookConfigurationPatch(
         f"{name}-webhook-ca",
@@ -222,7 +227,7 @@ def trusted_release(
                 "client_config": {"ca_bundle": cert.ca_crt.apply(lambda pem: base64.b64encode(pem.encode()).decode())},
             }
         ],
-        opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[release]),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[release]),
     )
     return TrustedRelease(namespace, cert, release, ca_bundle)
 
@@ -236,15 +241,12 @@ def _revision(status: Any) -> int | None:
 
 @dataclass
 class HamiArgs:
-    provider: k8s.Provider
     kubeconfig: pulumi.Input[str]
     kubernetes_version: str
     hami: HamiConfig
     real_gpus: bool
     # Card ids per node that HAMi must register before workloads are created.
     expected_devices: dict[str, list[str]]
-    # Nodes and CNI: the scheduler pod needs a Ready node before the release can be ready.
-    depends_on: list[pulumi.Resource] = field(default_factory=list)
     # Where the chart comes from (config `charts.hami`); None: its repository.
     hami_chart: ChartSource | None = None
 
@@ -253,7 +255,8 @@ class Hami(pulumi.ComponentResource):
     """HAMi's namespace and webhook certificate, a real Helm release, the certificate's CA in its
     webhook configuration, then two gates: the tenant API server reaches HAMi's webhook (through
     Konnectivity, trusting that CA), and HAMi's scheduler has registered every fake card. `ready`
-    lists both, for whatever creates GPU pods."""
+    lists both, for whatever creates GPU pods. Options: `provider` the tenant's; `depends_on` the
+    nodes and CNI (the scheduler pod needs a Ready node before the release can be ready)."""
 
     namespace: k8s.core.v1.Namespace
     certificate: WebhookCertificate
@@ -268,15 +271,11 @@ class Hami(pulumi.ComponentResource):
         trusted = trusted_release(
             name,
             HelmReleaseArgs(
-                HAMI,
-                HAMI_NAMESPACE,
-                hami_values(args.kubernetes_version, args.hami, args.real_gpus),
-                args.provider,
-                depends_on=args.depends_on,
-                source=args.hami_chart,
+                HAMI, HAMI_NAMESPACE, hami_values(args.kubernetes_version, args.hami, args.real_gpus), args.hami_chart
             ),
             parent=self,
             files=scheduler_files(),
+            after=waits_for(opts),
         )
         self.namespace, self.certificate, self.release = trusted.namespace, trusted.certificate, trusted.release
         self.ca_bundle = trusted.ca_bundle
@@ -290,7 +289,7 @@ class Hami(pulumi.ComponentResource):
                 "annotations": {"pulumi.com/patchForce": "true"},
             },
             spec={"strategy": SCHEDULER_ROLLOUT},
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.release]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release]),
         )
         revision = self.release.status.apply(_revision)
         self.webhook = HamiWebhookProbe(

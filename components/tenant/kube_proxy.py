@@ -104,15 +104,15 @@ class TenantKubeProxyArgs:
     pod_cidr: str
     # The tenant API server as its workers reach it: https://<management address>:<NodePort>.
     server: str
-    provider: k8s.Provider
 
 
 class TenantKubeProxy(pulumi.ComponentResource):
-    """kube-proxy on every node of one tenant, at its version, sizing no host setting."""
+    """kube-proxy on every node of one tenant, at its version, sizing no host setting (option
+    `provider`: the tenant's)."""
 
     def __init__(self, name: str, args: TenantKubeProxyArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:TenantKubeProxy", name, None, opts)
-        on_tenant = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        on_tenant = pulumi.ResourceOptions(parent=self)
         account = k8s.core.v1.ServiceAccount(
             f"{name}-account", metadata={"name": NAME, "namespace": NAMESPACE}, opts=on_tenant
         )

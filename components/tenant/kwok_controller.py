@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_docker as docker
-import pulumi_kubernetes as k8s
 
 from components.config import versions
 from components.controllers.kwok import KWOK_PORT, KWOK_RBAC_RULES, NODE_STAGES, kwok_args
@@ -56,7 +55,6 @@ class KwokControllerArgs:
     # The tenant API server as the lab's Docker network reaches it.
     server: str
     pod_cidr: str
-    tenant_provider: k8s.Provider
     # Used once, to issue the ServiceAccount's token; the containers never see it.
     admin_kubeconfig: pulumi.Input[str]
     # KWOK's own image (config `images.kwok`).
@@ -64,6 +62,9 @@ class KwokControllerArgs:
 
 
 class KwokController(pulumi.ComponentResource):
+    """KWOK's identity in the tenant (option `provider`: the tenant's), its token keeper and KWOK
+    itself on the lab's host."""
+
     container: docker.Container
     keeper: docker.Container
 
@@ -74,7 +75,6 @@ class KwokController(pulumi.ComponentResource):
             account=SERVICE_ACCOUNT,
             rules=KWOK_RBAC_RULES,
             server=args.server,
-            provider=args.tenant_provider,
             admin_kubeconfig=args.admin_kubeconfig,
             parent=self,
         )

@@ -32,11 +32,11 @@ class TenantNetworkArgs:
     # A worker container whose image ships the CNI template.
     container_name: pulumi.Input[str]
     pod_cidr: str
-    provider: k8s.Provider
 
 
 class TenantNetwork(pulumi.ComponentResource):
-    """Reads the CNI template from a worker container and applies it in the tenant."""
+    """Reads the CNI template from a worker container and applies it in the tenant (option
+    `provider`: the tenant's)."""
 
     def __init__(self, name: str, args: TenantNetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:TenantNetwork", name, None, opts)
@@ -52,6 +52,6 @@ class TenantNetwork(pulumi.ComponentResource):
         self.cni = k8s.yaml.v2.ConfigGroup(
             f"{name}-kindnet",
             yaml=template.stdout.apply(lambda t: render_kindnet(t, pod_cidr)),
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+            opts=pulumi.ResourceOptions(parent=self),
         )
         self.register_outputs({})

@@ -60,7 +60,6 @@ class ReleaseControllerArgs:
     image: pulumi.Input[str]
     # The tenant API server as the lab's Docker network reaches it.
     server: str
-    provider: k8s.Provider
     # Used once, to read the ServiceAccount's token; the container never sees it.
     admin_kubeconfig: pulumi.Input[str]
     # The stack's bare pods (NAMESPACE/NAME) the controller makes again when a restarted worker's
@@ -69,6 +68,9 @@ class ReleaseControllerArgs:
 
 
 class ReleaseController(pulumi.ComponentResource):
+    """The controller's identity and write policies in the tenant (option `provider`: the
+    tenant's), and its container on the lab's host."""
+
     container: docker.Container
     metrics_url: pulumi.Output[str]
 
@@ -81,11 +83,10 @@ class ReleaseController(pulumi.ComponentResource):
             account=SERVICE_ACCOUNT,
             rules=rbac_rules(args.readmit),
             server=args.server,
-            provider=args.provider,
             admin_kubeconfig=args.admin_kubeconfig,
             parent=self,
         )
-        on_tenant = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        on_tenant = pulumi.ResourceOptions(parent=self)
         self.policies = []
         for spec in release_policy.write_policies(f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}", args.readmit):
             policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(

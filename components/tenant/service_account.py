@@ -30,13 +30,12 @@ def scoped_kubeconfig(
     account: str,
     rules: Sequence[Mapping[str, object]],
     server: str,
-    provider: k8s.Provider,
     admin_kubeconfig: pulumi.Input[str],
     parent: pulumi.Resource,
 ) -> pulumi.Output[str]:
     """ServiceAccount `account` bound to a ClusterRole of `rules` (and allowed to renew its own
-    token); a kubeconfig of a bound token of it, for `server`."""
-    on_tenant = pulumi.ResourceOptions(parent=parent, provider=provider)
+    token); a kubeconfig of a bound token of it, for `server`. Made on `parent`'s provider."""
+    on_tenant = pulumi.ResourceOptions(parent=parent)
     sa = k8s.core.v1.ServiceAccount(
         f"{name}-sa", metadata=k8s.meta.v1.ObjectMetaArgs(name=account, namespace=NAMESPACE), opts=on_tenant
     )

@@ -34,6 +34,7 @@ from components.lifecycle.bootstrap_token import (
     worker_joins,
 )
 from components.nodes.node_container import NodeContainer
+from components.platform.component_options import waits_for
 from components.platform.lab_node import node_container
 from components.providers.bootstrap_token import BootstrapToken
 from components.providers.node_handover import NodeDrain
@@ -70,17 +71,13 @@ docker exec "$NODE" cat /etc/machine-id
 """
 
 
-@dataclass
-class NodeBootstrapArgs:
-    provider: k8s.Provider
-
-
 class NodeBootstrap(pulumi.ComponentResource):
-    """The node-bootstrap RBAC in the tenant (tokens are per worker: WorkerNode)."""
+    """The node-bootstrap RBAC in the tenant (option `provider`: the tenant's); tokens are per
+    worker (WorkerNode)."""
 
-    def __init__(self, name: str, args: NodeBootstrapArgs, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:NodeBootstrap", name, None, opts)
-        on_tenant = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        on_tenant = pulumi.ResourceOptions(parent=self)
         self.node_network = k8s.rbac.v1.ClusterRole(
             f"{name}-node-network-role",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=NODE_NETWORK_ROLE),
@@ -115,19 +112,19 @@ class WorkerNodeArgs:
     # The tenant CA's pin, sha256:<hex> (components.lifecycle.bootstrap_token.ca_cert_hash).
     ca_cert_hash: pulumi.Input[str]
     token_ttl_seconds: int
-    # The tenant's provider and the node's pool labels (HAMi's scheduler is pinned by them).
-    provider: k8s.Provider
+    # The node's pool labels (HAMi's scheduler is pinned by them).
     labels: dict[str, str]
     # Files the container starts with (path -> content): its runtime's registry mirror.
     files: dict[str, str] = field(default_factory=dict)
-    depends_on: list[pulumi.Resource] = field(default_factory=list)
     # What must be finished before this worker is drained or replaced: the control plane at the
-    # tenant's version, and the previous worker settled (one worker at a time).
+    # tenant's version, and the previous worker settled (one worker at a time). Only the drain
+    # (and so the container) waits for these; its token waits for the component's `depends_on`.
     after: list[pulumi.Resource] = field(default_factory=list)
 
 
 class WorkerNode(pulumi.ComponentResource):
-    """kindest/node container (run the way kind runs it) + `kubeadm join` into its tenant."""
+    """kindest/node container (run the way kind runs it) + `kubeadm join` into its tenant.
+    Options: `provider` the tenant's; `depends_on` what its join needs (the node-bootstrap RBAC)."""
 
     node_name: str
     container: docker.Container
@@ -140,6 +137,7 @@ class WorkerNode(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: WorkerNodeArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:WorkerNode", name, None, opts)
+        first = waits_for(opts)
         child = pulumi.ResourceOptions(parent=self)
         self.node_name = args.node_name
         # Pulled without waiting for anything: only the container waits for the drain.
@@ -149,7 +147,7 @@ class WorkerNode(pulumi.ComponentResource):
             kubeconfig=args.tenant_kubeconfig,
             node=args.node_name,
             image=args.image,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, *args.after]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*first, *args.after]),
         )
         spec = NodeContainer(name=args.node_name, image=args.image, files=tuple(sorted(args.files.items())))
         self.container = node_container(
@@ -167,7 +165,7 @@ class WorkerNode(pulumi.ComponentResource):
             ttl_seconds=args.token_ttl_seconds,
             description=f"gpu-tenancy: join of {args.node_name}",
             joins=worker_joins(args.node_name),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=first),
         )
         join_config = pulumi.Output.secret(
             pulumi.Output.all(token.token, args.ca_cert_hash).apply(
@@ -198,6 +196,6 @@ class WorkerNode(pulumi.ComponentResource):
             metadata=k8s.meta.v1.ObjectMetaPatchArgs(
                 name=args.node_name, labels=args.labels, annotations={MACHINE_ID_ANNOTATION: self.machine_id}
             ),
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.membership]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.membership]),
         )
         self.register_outputs({"node": self.node_name})

@@ -33,10 +33,13 @@ class Charts(pulumi.ComponentResource):
 
 
 provider = k8s.Provider("cluster", kubeconfig=config.require_secret("kubeconfig"))
-parent = Charts("charts", pulumi.ResourceOptions(transforms=[render_only] if config.get_bool("renderOnly") else None))
+parent = Charts(
+    "charts",
+    pulumi.ResourceOptions(provider=provider, transforms=[render_only] if config.get_bool("renderOnly") else None),
+)
 release = helm_release(
     "release",
-    HelmReleaseArgs(chart, config.require("namespace"), values(), provider, source=source),
-    parent=parent,
+    HelmReleaseArgs(chart, config.require("namespace"), values(), source),
+    pulumi.ResourceOptions(parent=parent),
 )
 pulumi.export("status", release.status)

@@ -15,7 +15,7 @@ quota = GpuQuota(
         budget=Quota(**config.require_object("budget")),
         declared={ns: Quota(**q) for ns, q in config.require_object("declared").items()},
         tenant="team-a",
-        provider=provider,
     ),
+    opts=pulumi.ResourceOptions(provider=provider),
 )
 pulumi.export("shares", {ns: [q.gpus, q.gpumem_mb, q.gpucores] for ns, q in quota.shares.items()})

@@ -28,8 +28,10 @@ class Tenant(pulumi.ComponentResource):
 
 
 provider = k8s.Provider("tenant", kubeconfig=config.require_secret("kubeconfig"))
-parent = Tenant("t", pulumi.ResourceOptions(transforms=[render_only] if config.get_bool("renderOnly") else None))
+parent = Tenant(
+    "t", pulumi.ResourceOptions(provider=provider, transforms=[render_only] if config.get_bool("renderOnly") else None)
+)
 values = json.loads(config.require("values"))
-trusted = trusted_release("hami", HelmReleaseArgs(chart, HAMI_NAMESPACE, values, provider, source=source), parent)
+trusted = trusted_release("hami", HelmReleaseArgs(chart, HAMI_NAMESPACE, values, source), parent)
 pulumi.export("fingerprint", trusted.certificate.fingerprint)
 pulumi.export("caCrt", trusted.certificate.ca_crt)

@@ -21,9 +21,9 @@ inventory = MockGpuInventory(
         tenant=config.require("tenant"),
         fleet=fleet,
         nodes=config.require_object("nodes"),
-        provider=provider,
         kubeconfig=kubeconfig,
     ),
+    opts=pulumi.ResourceOptions(provider=provider),
 )
 nodes = len(config.require_object("nodes"))
 pulumi.export("inventory", inventory_summary(Fleet.of(fleet.model, nodes, fleet.cards_per_node, "inv")))

@@ -18,6 +18,8 @@ kubeconfig = config.require_secret("kubeconfig")
 provider = k8s.Provider("management", kubeconfig=kubeconfig)
 for slot in cfg.teams:
     TeamAccess(
-        f"team-{slot.name}", TeamAccessArgs(team=slot, datastore="default", provider=provider, project="gpu-tenancy")
+        f"team-{slot.name}",
+        TeamAccessArgs(team=slot, datastore="default", project="gpu-tenancy"),
+        opts=pulumi.ResourceOptions(provider=provider),
     )
 pulumi.export("platform", platform_outputs(kubeconfig, "lab-net", cfg, "default"))

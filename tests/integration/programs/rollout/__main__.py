@@ -20,8 +20,8 @@ quota = GpuQuota(
         budget=t.quota.quota,
         declared={w.namespace: total_usage([w.demand(t.fleet.models)])},
         tenant="team-a",
-        provider=provider,
     ),
+    opts=pulumi.ResourceOptions(provider=provider),
 )
 
 
@@ -38,8 +38,10 @@ def as_hami_webhook_leaves_it(args: pulumi.ResourceTransformArgs) -> pulumi.Reso
 stand_in = config.get_bool("webhookStandIn") or False
 workload = GpuWorkload(
     "wl",
-    GpuWorkloadArgs(tenant="team-a", workload=w, provider=provider, kubeconfig=kubeconfig, depends_on=[quota]),
-    opts=pulumi.ResourceOptions(transforms=[as_hami_webhook_leaves_it] if stand_in else None),
+    GpuWorkloadArgs(tenant="team-a", workload=w, kubeconfig=kubeconfig),
+    opts=pulumi.ResourceOptions(
+        provider=provider, depends_on=[quota], transforms=[as_hami_webhook_leaves_it] if stand_in else None
+    ),
 )
 pulumi.export("pods", workload.release.pods)
 pulumi.export("shares", {ns: [q.gpus, q.gpumem_mb, q.gpucores] for ns, q in quota.shares.items()})

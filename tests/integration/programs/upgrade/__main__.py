@@ -39,16 +39,17 @@ cp = ControlPlane(
     "team-a-cp",
     ControlPlaneArgs(
         tenant=t,
-        management_provider=management,
         address="127.0.0.1",
         datastore="default",
         schema=stack.datastore_schema(pulumi.get_stack(), t.name),
     ),
+    opts=pulumi.ResourceOptions(provider=management),
 )
 admin = cp.automation_kubeconfig
 inventory = MockGpuInventory(
     "team-a-gpus",
-    MockGpuInventoryArgs(tenant=t.name, fleet=t.gpu, nodes=[], provider=cp.provider, kubeconfig=admin),
+    MockGpuInventoryArgs(tenant=t.name, fleet=t.gpu, nodes=[], kubeconfig=admin),
+    opts=pulumi.ResourceOptions(provider=cp.provider),
 )
 after: list[pulumi.Resource] = [cp.control_plane]
 for pool in t.pools_of(POOL_DOCKER):

@@ -8,6 +8,8 @@ from tests.support.tenant_program import adopted_tenant
 
 lab = adopted_tenant({"gpus": 10, "gpumemMb": 81920, "gpucoresPercent": 100})
 workload = GpuWorkload(
-    "wl", GpuWorkloadArgs(tenant="team-a", workload=lab.workload, provider=lab.provider, kubeconfig=lab.kubeconfig)
+    "wl",
+    GpuWorkloadArgs(tenant="team-a", workload=lab.workload, kubeconfig=lab.kubeconfig),
+    opts=pulumi.ResourceOptions(provider=lab.provider),
 )
 pulumi.export("pods", workload.release.pods)
