@@ -10,6 +10,7 @@ import sys
 PROG = "gpu-tenancy"
 # Subcommand -> (module with main(argv, prog), what it does).
 COMMANDS: dict[str, tuple[str, str]] = {
+    "check": ("components.config.check", "check a stack file as `pulumi up` would, offline: every problem at once"),
     "capacity": ("components.reports.capacity_report", "GPU quota, requests and headroom per tenant (--picture)"),
     "plans": ("components.reports.plan_comparison", "compare fleet plans against a stack's workloads"),
     "images": ("components.reports.image_list", "the images a stack pulls, and by whom"),

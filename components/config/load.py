@@ -34,6 +34,7 @@ from components.config.model import (
     TenantConfig,
 )
 from components.config.problems import Collector, ConfigError, read_section
+from components.config.stack_file import StackFileError
 
 
 def _tenants(project: str, raw: object, cluster: ClusterConfig | None, c: Collector) -> list[TenantConfig]:
@@ -42,6 +43,9 @@ def _tenants(project: str, raw: object, cluster: ClusterConfig | None, c: Collec
         return []
     found: list[tuple[int, TenantConfig]] = []
     clean: list[tuple[int, TenantConfig]] = []  # valid on their own: their node names can be compared
+    # A tenant refused for one field still holds its name and ports: they are compared too, so a
+    # clash is reported in the same run as the field.
+    identities: list[tuple[str, str, int | None, int | None]] = []
     for i, item in enumerate(raw):
         if isinstance(item, Mapping) and not item:
             c.fail(f"tenants[{i}]", "is empty; a tenant needs at least a name, a gpu model and a quota")
@@ -55,6 +59,8 @@ def _tenants(project: str, raw: object, cluster: ClusterConfig | None, c: Collec
             item = {k: v for k, v in item.items() if k != "workers"}
         t = read_section(TenantConfig, item, ("tenants", i), project, c.problems)
         if t is None:
+            if identity := _raw_identity(item, i):
+                identities.append(identity)
             continue
         t = t.model_copy(
             update={
@@ -67,10 +73,24 @@ def _tenants(project: str, raw: object, cluster: ClusterConfig | None, c: Collec
         found.append((i, t))
         if len(c.problems) == before:
             clean.append((i, t))
-    unique(c, [(f"tenants[{i}]", t.name, t.api_port, t.konnectivity_port) for i, t in found], "tenant")
+    identities += [(f"tenants[{i}]", t.name, t.api_port, t.konnectivity_port) for i, t in found]
+    unique(c, sorted(identities, key=lambda e: int(e[0][len("tenants[") : -1])), "tenant")
     if len({t.name for _, t in found}) == len(found):
         _unique_made_names(clean, cluster.name if cluster else "", c)
     return [t for _, t in found]
+
+
+def _raw_identity(item: object, i: int) -> tuple[str, str, int | None, int | None] | None:
+    """(path, name, apiPort, konnectivityPort) as a refused tenant's raw entry gives them (the
+    defaults where absent), or None when its name is not even a string."""
+    if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
+        return None
+
+    def port(key: str, default: int) -> int | None:
+        value = item.get(key, default)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    return (f"tenants[{i}]", item["name"], port("apiPort", 31443 + i), port("konnectivityPort", 31132 + i))
 
 
 def _subnet_room(cluster: ClusterConfig, tenants: list[TenantConfig], c: Collector) -> None:
@@ -222,7 +242,7 @@ def load_stack_config(
     teams = _teams(project, raw.get("teams"), role, c)
     mirror, images, charts = _closed_network(project, raw, base or Path.cwd(), c)
     if c.problems:
-        raise ConfigError(c.problems)
+        raise ConfigError(c.problems, tuple(c.warnings))
     return StackConfig(
         project=project,
         cluster=cluster,
@@ -310,10 +330,6 @@ def load_config(project: str, value: Callable[[str], object], base: Path | None 
         management_token_given=value(MANAGEMENT_TOKEN_KEY) is not None,
         base=base,
     )
-
-
-class StackFileError(ValueError):
-    """A stack file that cannot be read as one (missing, not YAML, no `config:`, no tenants)."""
 
 
 def read_stack_file(path: Path, any_role: bool = False) -> tuple[str, dict[str, object]]:

@@ -19,8 +19,10 @@ from components.config.fields import ERROR_TYPE, Section
 class ConfigError(ValueError):
     """Every problem found in the stack config, each naming its key."""
 
-    def __init__(self, problems: list[tuple[str, str]]):
+    def __init__(self, problems: list[tuple[str, str]], warnings: tuple[str, ...] = ()):
         self.problems = problems
+        # What was noticed besides (a quota beyond the fleet, ...): a check prints these too.
+        self.warnings = warnings
         lines = "\n".join(f"  {key}: {msg}" for key, msg in problems)
         super().__init__(f"invalid stack config ({len(problems)} problem(s)):\n{lines}")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
@@ -19,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from components.config.load import StackFileError, load_stack_file
+from components.config.load import load_stack_file
 from components.config.model import StackConfig, TenantConfig
 from components.config.problems import ConfigError
+from components.config.stack_file import StackFile, StackFileError, resolve
 from components.domain import hami_annotations as ha
 from components.domain.requests import Quota, total_usage
 from components.kube import hami_reasons
@@ -148,34 +150,45 @@ def render_markdown(report: list[TenantCapacity], stack: str) -> str:
     return f"### GPU capacity: stack `{stack}`\n\n" + markdown_table(COLUMNS, rows(report))
 
 
-def stack_file(stack: str, root: Path = ROOT) -> tuple[Path, str]:
-    """`--stack` as a stack name (its `Pulumi.<stack>.yaml` at the top) or a stack file's path;
-    with the stack's name, which `--live` asks Pulumi for."""
-    if stack.endswith((".yaml", ".yml")) or "/" in stack:
-        path = Path(stack)
-        name = path.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
-        return path, name
-    return root / f"Pulumi.{stack}.yaml", stack
-
-
 def load_stack(stack: str, root: Path = ROOT) -> StackConfig:
-    return load_stack_file(stack_file(stack, root)[0])
+    """The stack's config, validated as `up` does; its secrets are never read here, so a stack
+    file without them (a team's, before its token is set) is reported all the same."""
+    return load_stack_file(resolve(stack, root).path, secrets_set=True)
 
 
-def stack_kubeconfigs(stack: str, root: Path = ROOT) -> Mapping[str, str]:
+def pulumi_cli(env: Mapping[str, str] = os.environ) -> tuple[str, dict[str, str]]:
+    """The pulumi CLI and its environment: on PATH, or where tools/build.sh put it (its cache,
+    GPU_TENANCY_CACHE or ~/.cache/gpu-tenancy). FileNotFoundError, in one line, when neither."""
+    out = dict(env)
+    found = shutil.which("pulumi", path=env.get("PATH"))
+    if found:
+        return found, out
+    cache = Path(env.get("GPU_TENANCY_CACHE") or Path.home() / ".cache" / "gpu-tenancy")
+    built = cache / "bin" / "pulumi"
+    if built.is_file():
+        out.setdefault("PULUMI_HOME", str(cache / "pulumi-home"))
+        out.setdefault("PULUMI_SKIP_UPDATE_CHECK", "true")
+        return str(built), out
+    raise FileNotFoundError(
+        f"--live reads the stack's outputs with the pulumi CLI: not on PATH nor in {cache / 'bin'} "
+        "(bash tools/build.sh builds it)"
+    )
+
+
+def stack_kubeconfigs(stack: StackFile) -> Mapping[str, str]:
     """Tenant kubeconfigs from the stack's outputs (`pulumi stack output --show-secrets`)."""
-    env = dict(os.environ)
-    env.setdefault("PULUMI_BACKEND_URL", f"file://{root / '.pulumi-state'}")
+    cli, env = pulumi_cli()
+    env.setdefault("PULUMI_BACKEND_URL", f"file://{stack.root / '.pulumi-state'}")
     result = subprocess.run(
-        ["pulumi", "stack", "output", "--json", "--show-secrets", "--stack", stack],
-        cwd=root,
+        [cli, "stack", "output", "--json", "--show-secrets", "--stack", stack.name],
+        cwd=stack.root,
         env=env,
         capture_output=True,
         text=True,
         check=False,
     )
     if result.returncode != 0:
-        raise RuntimeError(f"cannot read the outputs of stack {stack}: {result.stderr.strip()}")
+        raise RuntimeError(f"cannot read the outputs of stack {stack.name}: {result.stderr.strip()}")
     outputs = json.loads(result.stdout or "{}")
     return {k: v["kubeconfig"] for k, v in outputs.items() if isinstance(v, dict) and "kubeconfig" in v}
 
@@ -229,12 +242,16 @@ def main(argv: list[str] | None = None, prog: str = "python -m components.report
     )
     args = parser.parse_args(argv)
     try:
-        cfg = load_stack(args.stack)
+        stack = resolve(args.stack, ROOT)
+        cfg = load_stack_file(stack.path, secrets_set=True)
     except (StackFileError, ConfigError) as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
+    if not cfg.tenants:
+        print(f"stack {stack.name}: no tenants here (a {cfg.role} stack; each team stack reports its own)")
+        return 0
     try:
-        kubeconfigs = stack_kubeconfigs(stack_file(args.stack)[1]) if args.live else None
+        kubeconfigs = stack_kubeconfigs(stack) if args.live else None
     except (RuntimeError, OSError, ValueError) as exc:  # no pulumi, no such stack, outputs unreadable
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2

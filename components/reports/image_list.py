@@ -17,17 +17,13 @@ from tabulate import tabulate
 
 from components.config import image_set
 from components.config.image_refs import ImageRef
-from components.config.load import StackFileError, load_stack_file
+from components.config.load import load_stack_file
 from components.config.model import StackConfig
 from components.config.problems import ConfigError
+from components.config.stack_file import StackFileError, resolve
 
 ROOT = Path(__file__).resolve().parents[2]
 PULLED_BY = {"engine": (image_set.DOCKER_ENGINE,), "nodes": image_set.MIRRORED, "all": None}
-
-
-def stack_path(stack: str, root: Path = ROOT) -> Path:
-    """`--stack` as a stack name (its Pulumi.<stack>.yaml at the top) or a stack file's path."""
-    return Path(stack) if stack.endswith((".yaml", ".yml")) or "/" in stack else root / f"Pulumi.{stack}.yaml"
 
 
 def render(cfg: StackConfig) -> str:
@@ -64,7 +60,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m components.report
     )
     args = parser.parse_args(argv)
     try:
-        cfg = load_stack_file(stack_path(args.stack), secrets_set=True)
+        cfg = load_stack_file(resolve(args.stack, ROOT).path, secrets_set=True)
     except (StackFileError, ConfigError) as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2

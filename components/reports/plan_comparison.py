@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.config.load import StackFileError, load_tenants, read_stack_file
-from components.config.model import TenantConfig
+from components.config.load import load_tenants, read_stack_file
+from components.config.model import ROLE_PLATFORM, TenantConfig
 from components.config.problems import ConfigError
+from components.config.stack_file import ROOT, StackFileError, resolve
 from components.domain.catalog import GPU_MODELS
 from components.domain.requests import Demand, Quota, RequestError
 from components.domain.rules import Fleet, NodeGroup, PendingPod, Placement, judge, place_all
@@ -98,10 +99,15 @@ def parse_plans(texts: Sequence[str]) -> list[Plan]:
     return plans
 
 
-def read_stack(path: Path) -> list[TenantConfig]:
-    """Tenants of a Pulumi stack file, validated as `up` and the policy pack validate them."""
+def read_stack(stack: str, root: Path = ROOT) -> list[TenantConfig]:
+    """Tenants of a stack (its name or its file), validated as `up` and the policy pack validate
+    them; none for a stack without tenants (a platform's)."""
+    path = Path(stack)
     try:
-        project, config = read_stack_file(path)
+        path = resolve(stack, root).path
+        project, config = read_stack_file(path, any_role=True)
+        if not config.get("tenants") and config.get("role") == ROLE_PLATFORM:
+            return []
         return load_tenants(project, config.get("tenants"), config.get("cluster"))
     except StackFileError as exc:
         raise PlanError(str(exc)) from None
@@ -242,7 +248,9 @@ def render_markdown(report: Sequence[TenantPlan], plans: Sequence[Plan], stack: 
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
-    parser.add_argument("--stack", required=True, type=Path, help="the stack file, e.g. Pulumi.dev.yaml")
+    parser.add_argument(
+        "--stack", default="dev", help="a stack's name (its Pulumi.<name>.yaml; default dev) or a stack file"
+    )
     parser.add_argument("--plan", action="append", default=[], metavar=SYNTAX, help="a fleet plan; give two or more")
     parser.add_argument("--markdown", action="store_true", help="Markdown for a PR comment instead of a table")
     args = parser.parse_args(argv)
@@ -252,6 +260,9 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     except PlanError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
+    if not tenants:
+        print(f"stack {args.stack}: no tenants here, no workloads to place (each team stack has its own)")
+        return 0
     report = compare(tenants, plans)
     print(render_markdown(report, plans, str(args.stack)) if args.markdown else render_table(report, plans))
     return 0

@@ -50,7 +50,7 @@ def test_a_mixed_fleet_is_reported_per_model_and_a_stack_file_path_is_read(capsy
     assert "24,163,520 MB" in out  # 160 x 81920 + 480 x 23034
     assert main(["--stack", "no-such-stack"]) == 2
     err = capsys.readouterr().err
-    assert "error: cannot read stack file" in err and "Traceback" not in err
+    assert "error: no stack 'no-such-stack'" in err and "Traceback" not in err
 
 
 # -- a tenant that cannot be read: one line naming it and what failed, never a traceback ---------

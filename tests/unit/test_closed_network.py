@@ -5,7 +5,6 @@ and the program's graph with and without a mirror."""
 import copy
 import json
 import tomllib
-from pathlib import Path
 
 import pytest
 import yaml
@@ -14,6 +13,7 @@ from components.config import image_set, versions
 from components.config.image_refs import STANDARD_REGISTRIES, ImageRef
 from components.config.load import load_stack_config, load_stack_file
 from components.config.problems import ConfigError
+from components.config.stack_file import resolve
 from components.nodes.management_node import INIT_CONFIG_PATH
 from components.nodes.registry_mirror import (
     CONTAINERD_CERTS_DIR,
@@ -281,8 +281,14 @@ def test_image_and_chart_keys_reach_the_resources(tmp_path):
 
 
 def test_paths_in_the_list_module_are_the_projects():
-    assert image_list.stack_path("dev") == ROOT / "Pulumi.dev.yaml"
-    assert image_list.stack_path("examples/Pulumi.fleet.yaml") == Path("examples/Pulumi.fleet.yaml")
+    assert resolve("dev", ROOT).path == ROOT / "Pulumi.dev.yaml"
+    fleet = resolve(str(ROOT / "examples/Pulumi.fleet.yaml"), ROOT)
+    assert (fleet.path, fleet.name, fleet.root, fleet.project) == (
+        ROOT / "examples/Pulumi.fleet.yaml",
+        "fleet",
+        ROOT,
+        "gpu-tenancy",
+    )
 
 
 def _graph(rec) -> dict[str, tuple]:

@@ -322,10 +322,10 @@ def bad_config(path):
 @pytest.mark.parametrize(
     ("prepare", "message"),
     [
-        (lambda p: p.unlink(), "cannot read stack file"),
+        (lambda p: p.unlink(), "no stack file"),
         (lambda p: p.write_text("config: [unclosed\n"), "is not valid YAML"),
         (lambda p: p.write_text("encryptionsalt: x\n"), "has no `config:` mapping"),
-        (lambda p: p.write_text("config:\n  gpu-tenancy:cluster: {}\n"), "needs exactly one `<project>:tenants` key"),
+        (lambda p: p.write_text("config:\n  gpu-tenancy:cluster: {}\n"), "gpu-tenancy:tenants: is required"),
         (bad_config, "gpu-tenancy:tenants[1].quota.gpumemMb: must be a plain integer in MB"),
     ],
 )
