@@ -62,6 +62,31 @@ SECTIONS: tuple[tuple[str, type[Section]], ...] = (
 )
 
 
+def _bounds(metadata: list[Any]) -> tuple[int, int] | None:
+    lo = next((m.ge for m in metadata if hasattr(m, "ge")), None)
+    hi = next((m.le for m in metadata if hasattr(m, "le")), None)
+    return (int(lo), int(hi)) if lo is not None and hi is not None else None
+
+
+def _range(f: Any) -> tuple[int, int] | None:
+    """The (lowest, highest) an integer key takes, from its type's own bounds (the field's, or
+    those of the integer inside an optional type)."""
+    import typing
+
+    found = _bounds(f.metadata)
+    types = [f.annotation]
+    while found is None and types:
+        for arg in typing.get_args(types.pop()):
+            found = found or _bounds(getattr(arg, "metadata", None) or [])
+            types.append(arg)
+    return found
+
+
+def _with_range(text: str, f: Any) -> str:
+    found = _range(f)
+    return f"{text} ({found[0]:,} to {found[1]:,})" if found else text
+
+
 def reference_rows() -> list[tuple[str, str, str]]:
     """(key, default, meaning) for every key of the stack config, from the model itself."""
     from pydantic_core import PydanticUndefined
@@ -84,7 +109,7 @@ def reference_rows() -> list[tuple[str, str, str]]:
                 default = f"`{str(f.default).lower()}`"
             else:
                 default = f"`{f.default}`"
-            rows.append((key, default, f.description or ""))
+            rows.append((key, default, _with_range(f.description or "", f)))
 
     for prefix, cls in SECTIONS:
         walk(prefix, cls)

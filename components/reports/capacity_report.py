@@ -1,5 +1,6 @@
-"""Capacity report: per tenant, the fake GPU fleet, what the stack's workloads request, what
-remains, and (when the tenant is reachable) what HAMi has actually allocated.
+"""Capacity report: per tenant, the fake GPU fleet, its quota, what the stack's workloads request,
+the headroom left under the quota and what stays free on the fleet, and (when the tenant is
+reachable) what HAMi has actually allocated.
 
 The allocation comes from HAMi's own accounting on the pods (hami.io/vgpu-devices-allocated),
 not from our arithmetic; pods HAMi leaves Pending are listed with HAMi's own reason per node.
@@ -51,12 +52,18 @@ class TenantCapacity:
     waiting: tuple[str, ...] = ()
 
     @property
-    def remaining(self) -> Quota:
-        return Quota(
-            gpus=self.fleet.gpus - self.requested.gpus,
-            gpumem_mb=self.fleet.gpumem_mb - self.requested.gpumem_mb,
-            gpucores=self.fleet.gpucores - self.requested.gpucores,
-        )
+    def headroom(self) -> Quota:
+        """What the quota still allows beyond the requests (negative: over quota)."""
+        return _minus(self.quota, self.requested)
+
+    @property
+    def free(self) -> Quota:
+        """What the fleet still holds beyond the requests (negative: more asked than it has)."""
+        return _minus(self.fleet, self.requested)
+
+
+def _minus(a: Quota, b: Quota) -> Quota:
+    return Quota(gpus=a.gpus - b.gpus, gpumem_mb=a.gpumem_mb - b.gpumem_mb, gpucores=a.gpucores - b.gpucores)
 
 
 def allocated_by_hami(core: CoreV1Api) -> Quota:
@@ -115,7 +122,16 @@ def tenant_capacity(t: TenantConfig, core: CoreV1Api | None = None, unreachable:
     )
 
 
-COLUMNS = ("tenant", "fleet", "quota", "requested", "remaining", "allocated (HAMi)", "waiting (HAMi's reason)")
+COLUMNS = (
+    "tenant",
+    "fleet",
+    "quota",
+    "requested",
+    "quota headroom",
+    "fleet free",
+    "allocated (HAMi)",
+    "waiting (HAMi's reason)",
+)
 
 
 def _fmt(q: Quota | None) -> str:
@@ -134,7 +150,8 @@ def rows(report: list[TenantCapacity]) -> list[tuple[str, ...]]:
                 _fmt(r.fleet),
                 _fmt(r.quota),
                 _fmt(r.requested),
-                _fmt(r.remaining),
+                _fmt(r.headroom),
+                _fmt(r.free),
                 allocated,
                 ("; ".join(r.waiting) or "none") if r.allocated is not None else "-",
             )

@@ -9,16 +9,14 @@ import threading
 import time
 
 import pytest
-import yaml
 from kubernetes import client
 
 from components.kube.client import core_api
 from components.kube.waiting import wait_until
 from components.lifecycle.datastore_teardown import GROUP, VERSION, DataStoreInUseError, delete_datastore, tenants_using
-from tests.support.harness import ROOT
+from tests.support.kamaji_crd import DATASTORES, TENANT_CONTROL_PLANES, crd
 
 pytestmark = pytest.mark.integration
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "kamaji"
 FINALIZER = "kamaji.clastix.io/TenantControlPlane"
 _REF = {"secretReference": {"name": "etcd-certs", "namespace": "default", "keyPath": "tls.crt"}}
 # As Kamaji's chart writes it: the etcd CA and a client certificate, each by Secret reference.
@@ -31,12 +29,9 @@ TLS = {
 @pytest.fixture(scope="module")
 def kamaji_api(cluster):
     ext = client.ApiextensionsV1Api(cluster.api_client())
-    for name in ("kamaji.clastix.io_datastores.yaml", "kamaji.clastix.io_tenantcontrolplanes.yaml"):
-        path = FIXTURES / name
-        if not path.exists():
-            pytest.fail(f"Kamaji's CRD fixture not found at {path}: the shared/ folder must sit beside the project")
+    for name in (DATASTORES, TENANT_CONTROL_PLANES):
         try:
-            ext.create_custom_resource_definition(yaml.safe_load(path.read_text()))
+            ext.create_custom_resource_definition(crd(name))
         except client.ApiException as exc:
             if exc.status != 409:
                 raise

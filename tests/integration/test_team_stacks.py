@@ -29,11 +29,11 @@ from components.kube.waiting import wait_until
 from components.platform.team_access import CONTAINER_LIMITS, CONTROL_PLANE_QUOTA
 from components.tenant.control_plane import control_plane_spec
 from tests.support.cluster import start_cluster
+from tests.support.kamaji_crd import crd
 from tests.support.tools import require
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = Path(__file__).parent / "programs"
-CRDS = ROOT.parent / "shared" / "fixtures" / "kamaji" / "kamaji.clastix.io_tenantcontrolplanes.yaml"
 CLUSTER = {"name": "gpu-platform", "subnet": "172.31.0.0/24", "managementIp": "172.31.0.2"}
 TEAMS = [
     {"name": "team-a", "apiPort": 31443, "konnectivityPort": 31132},
@@ -59,8 +59,7 @@ def cluster(tools):
     """Its own API server with the namespace controller and garbage collector (the platform's
     destroy deletes the teams' namespaces), and Kamaji's TenantControlPlane CRD."""
     require(tools, "kube-apiserver", "etcd", "openssl", "kube-controller-manager")
-    if not CRDS.exists():
-        pytest.skip(f"Kamaji's CRD schema is not beside the repo ({CRDS.relative_to(ROOT.parent)})")
+    tcp_crd = crd()
     c = start_cluster(tools)
     c.start_controller_manager(
         [
@@ -71,7 +70,7 @@ def cluster(tools):
             "validatingadmissionpolicy-status-controller",
         ]
     )
-    client.ApiextensionsV1Api(c.api_client()).create_custom_resource_definition(yaml.safe_load(CRDS.read_text()))
+    client.ApiextensionsV1Api(c.api_client()).create_custom_resource_definition(tcp_crd)
     yield c
     c.stop()
 

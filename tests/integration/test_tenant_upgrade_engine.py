@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import yaml
 from kubernetes import client
 
 from components.config.model import GpuFleet
@@ -32,14 +31,14 @@ from components.domain.names import MACHINE_ID_ANNOTATION
 from components.kube.client import core_api
 from tests.support.cluster import start_cluster
 from tests.support.hami_stand_in import StandInBinder
+from tests.support.kamaji_crd import crd
 from tests.support.kamaji_stand_in import KamajiStandIn
 from tests.support.kwok import start_kwok
 from tests.support.tcp_proxy import TcpProxy
-from tests.support.tools import ROOT, require
+from tests.support.tools import require
 from tests.support.waits import settles
 
 PROGRAM = Path(__file__).parent / "programs" / "upgrade"
-CRD = ROOT.parent / "shared" / "fixtures" / "kamaji" / "kamaji.clastix.io_tenantcontrolplanes.yaml"
 pytestmark = pytest.mark.integration
 OLD, NEW = "v1.35.1", "v1.36.1"
 NODES = ["lab-team-a-worker-0", "lab-team-a-worker-1"]
@@ -70,14 +69,13 @@ def _endpoint_proxy(target: int) -> TcpProxy:
 @pytest.fixture(scope="module")
 def lab(tools):
     require(tools, "kube-apiserver", "etcd", "openssl", "kube-controller-manager", "kwok")
-    if not CRD.exists():
-        pytest.skip(f"Kamaji's CRD schema is not beside the repo ({CRD.relative_to(ROOT.parent)})")
+    tcp_crd = crd()
     cluster = start_cluster(tools)
     cluster.start_controller_manager(
         ["deployment", "replicaset", "garbagecollector", "nodelifecycle", "namespace", "disruption"]
     )
     start_kwok(cluster)
-    client.ApiextensionsV1Api(cluster.api_client()).create_custom_resource_definition(yaml.safe_load(CRD.read_text()))
+    client.ApiextensionsV1Api(cluster.api_client()).create_custom_resource_definition(tcp_crd)
     core = cluster.core()
     core.create_namespace({"metadata": {"name": NS}})
     kamaji = KamajiStandIn(cluster.api_client(), cluster.kubeconfig_text).start()

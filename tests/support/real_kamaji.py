@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes import client
 
 from components.kube.waiting import TimedOut, wait_until
 from tests.support.cluster import TestCluster, free_port, self_signed, signed_by
-from tests.support.tools import ROOT, executable_from_env
+from tests.support.kamaji_crd import crd
+from tests.support.tools import executable_from_env
 
 ENV = "KAMAJI_BIN"
 SKIP_REASON = (
@@ -34,7 +34,6 @@ SKIP_REASON = (
     "pinned tag 26.8.2-edge, run as `kamaji manager`); CI cannot obtain Kamaji: its Go module is not "
     "served to these machines"
 )
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "kamaji"
 CRDS = ("kamaji.clastix.io_datastores.yaml", "kamaji.clastix.io_tenantcontrolplanes.yaml")
 NAMESPACE = "kamaji-system"
 DATASTORE = "default"
@@ -146,7 +145,7 @@ class RealKamaji:
         api = self.cluster.api_client()
         ext = client.ApiextensionsV1Api(api)
         for name in CRDS:
-            ext.create_custom_resource_definition(yaml.safe_load((FIXTURES / name).read_text()))
+            ext.create_custom_resource_definition(crd(name))
         self.cluster.core().create_namespace({"metadata": {"name": NAMESPACE}})
         self.etcd = TlsEtcd(self.cluster).start()
         custom = client.CustomObjectsApi(api)

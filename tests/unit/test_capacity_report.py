@@ -8,7 +8,8 @@ from tests.support.tables import markdown_rows
 def test_dev_report_numbers():
     a, b = build_report(load_stack("dev"))
     assert (a.tenant, a.cards, a.fleet) == ("team-a", "1 x NVIDIA A100 80GB", Quota(10, 81920, 100))
-    assert a.requested == Quota(3, 60000, 90) and a.remaining == Quota(7, 21920, 10)
+    assert a.requested == Quota(3, 60000, 90) and a.free == Quota(7, 21920, 10)
+    assert a.quota == Quota(10, 163840, 200) and a.headroom == Quota(7, 103840, 110)
     assert a.allocated is None
     assert b.fleet == Quota(40, 92136, 400) and b.requested == Quota(1, 8000, 25)
 
@@ -131,3 +132,15 @@ def test_stack_outputs_that_cannot_be_read_are_one_line(monkeypatch, capsys):
     assert main(["--stack", "dev", "--live"]) == 2
     err = capsys.readouterr().err
     assert err == f"python -m components.reports.capacity_report: error: {said}\n"
+
+
+def test_headroom_is_under_the_quota_and_free_is_on_the_fleet():
+    """Quota 4 vGPU, 3 requested, on a fleet of 10: 1 vGPU of headroom, 7 free (not "7 remaining")."""
+    from components.reports.capacity_report import TenantCapacity
+
+    r = TenantCapacity("t", "1 x A100", Quota(10, 81920, 100), Quota(4, 40000, 60), Quota(3, 30000, 90), None)
+    assert r.headroom == Quota(1, 10000, -30)  # over the quota's cores: negative, as it is
+    assert r.free == Quota(7, 51920, 10)
+    table = render_table([r])
+    assert "1 vGPU / 10,000 MB / -30 %" in table and "7 vGPU / 51,920 MB / 10 %" in table
+    assert "quota headroom" in table.splitlines()[0] and "fleet free" in table.splitlines()[0]

@@ -193,3 +193,18 @@ def test_live_without_the_pulumi_cli_says_in_one_line_what_is_missing(monkeypatc
     assert capacity_report.main(["--stack", "dev", "--live"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "pulumi CLI: not on PATH nor in" in err and "tools/build.sh" in err
+
+
+def test_the_shipped_stacks_that_make_a_lab_network_can_run_side_by_side():
+    """Each stack file that makes its own Docker network (not a team's: it joins its platform's)
+    names a network and a subnet no other shipped stack uses."""
+    from components.config.load import load_stack_file
+
+    seen: dict[str, str] = {}
+    for path in SHIPPED:
+        cfg = load_stack_file(path, secrets_set=True)
+        if cfg.role == "team":
+            continue
+        for what in (f"name {cfg.cluster.name}", f"subnet {cfg.cluster.subnet}"):
+            assert what not in seen, f"{path.name} and {seen[what]} both use the Docker network {what}"
+            seen[what] = path.name
