@@ -1,4 +1,4 @@
-"""Check a stack file offline, as `pulumi up` would validate it, before anything exists:
+"""Check a stack file offline, as `pulumi up` would validate it, before anything exists.
 
     gpu-tenancy check [--stack NAME|FILE]      # or: python -m components.config.check
 
@@ -154,7 +154,7 @@ def summary(stack: StackFile, found: Findings) -> str:
 
 
 def main(argv: list[str] | None = None, prog: str = PROG, root: Path = ROOT) -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--stack", default="dev", help="a stack's name (its Pulumi.<name>.yaml; default dev) or a file")
     args = parser.parse_args(argv)
     try:

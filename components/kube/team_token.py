@@ -51,7 +51,7 @@ def token_seconds_left(token: str, now: float | None = None) -> int | None:
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m components.kube.team_token") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--team", required=True)
     parser.add_argument("--hours", type=int, default=DEFAULT_HOURS, help=f"lifetime (1-{MAX_HOURS}, default 720)")
     args = parser.parse_args(argv)

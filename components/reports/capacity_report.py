@@ -244,7 +244,7 @@ def pictures(
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m components.reports.capacity_report") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n", 1)[0])
     parser.add_argument(
         "--stack", default="dev", help="a stack name (its Pulumi.<stack>.yaml is read; default dev) or a stack file"
     )

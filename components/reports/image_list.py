@@ -47,7 +47,7 @@ def render(cfg: StackConfig) -> str:
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m components.reports.image_list") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n", 1)[0])
     parser.add_argument(
         "--stack", default="dev", help="a stack name (its Pulumi.<stack>.yaml; default dev) or a stack file"
     )

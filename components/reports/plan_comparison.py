@@ -247,7 +247,7 @@ def render_markdown(report: Sequence[TenantPlan], plans: Sequence[Plan], stack: 
 
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n", 1)[0])
     parser.add_argument(
         "--stack", default="dev", help="a stack's name (its Pulumi.<name>.yaml; default dev) or a stack file"
     )

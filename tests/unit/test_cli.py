@@ -57,3 +57,14 @@ def test_a_command_imports_only_its_own_module():
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == "False", proc.stderr
+
+
+@pytest.mark.parametrize("name", [n for n in cli.COMMANDS if n != "scrape"])
+def test_every_command_s_help_says_what_it_does_in_whole_sentences(name, capsys):
+    """The description is the module's first paragraph, whole: never a line cut mid-sentence."""
+    with pytest.raises(SystemExit) as done:
+        cli.main([name, "--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    description = " ".join(text.split("\n\n")[1].split())
+    assert description.endswith((".", ")")) and not description.endswith(":"), description
