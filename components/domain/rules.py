@@ -12,7 +12,8 @@ they cannot disagree (requests and quota themselves are in `components.domain.re
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from bisect import bisect_left
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from components.domain.catalog import GpuModel
@@ -179,15 +180,18 @@ def _fit(d: Demand, cards: list[_Card], pod_name: str = "") -> tuple[list[_Card]
         return None, (NODE_INSUFFICIENT_DEVICE,)  # HAMi checks this before any card
     if pod is None:
         return None, (CARD_TYPE_MISMATCH,)
-    trial = [c.copy() for c in cards]
+    trial, copied = cards, False  # copied at the first change: a node that refuses costs no copy
     for _, req in pod.containers:
         refusals = [c.refusal(req) for c in trial]
-        fits = [c for c, r in zip(trial, refusals, strict=True) if r is None]
-        if len(fits) < req.gpus:
+        fitting = [i for i, r in enumerate(refusals) if r is None]
+        if len(fitting) < req.gpus:
             codes = {r for r in refusals if r is not None}
-            if fits:
+            if fitting:
                 codes.add(ALLOCATED_CARDS_INSUFFICIENT_REQUEST)
             return None, tuple(c for c in HAMI_CODE_ORDER if c in codes)
+        if not copied:
+            trial, copied = [c.copy() for c in cards], True
+        fits = [trial[i] for i in fitting]
         for c in sorted(fits, key=lambda c: (c.mem_free, c.cores_free))[: req.gpus]:
             c.take(req, pod_name)
     return trial, ()
@@ -250,20 +254,40 @@ class Packing:
 class _FirstFit:
     """The one placement routine: nodes scanned in order (group by group), a pod placed whole on
     the first that takes it; a node with no card left that has both memory and a slot leaves the
-    scan, so the cost is about pods x nodes with room. `pack` and `place_all` both place through it."""
+    scan. `pack` and `place_all` both place through it.
+
+    What a card holds only grows, so a card that refuses a vGPU refuses it for good, and a node
+    that refuses a one-container pod (too few cards take it) refuses every later pod of the same
+    demand: the next such pod starts where the last one went, and once one finds no node, every
+    later pod of that demand is Pending too, without a scan. That keeps a fleet of thousands of
+    nodes, half full or refusing everything, to about pods + demands x nodes. (A pod of several
+    containers is scanned in full: which cards its first container takes decides what is left
+    for the next, so a refusal need not last.)"""
 
     def __init__(self, fleet: Fleet):
         self.nodes = [_empty_node(g) for g in fleet.groups for _ in range(g.nodes)]
-        self.open = list(range(len(self.nodes)))
+        self.open = list(range(len(self.nodes)))  # node indices with room, ascending
+        self.placements = 0  # pods placed so far: a verdict on the fleet holds until the next one
+        self._cursor: dict[int, int] = {}  # id(demand) -> the node its last pod went to
+        self._refused: set[int] = set()  # id(demand) of demands no node took
 
     def place(self, d: Demand, pod_name: str = "") -> int | None:
         """The node index one pod of `d` went to, or None when no node in the scan takes it."""
-        for pos, index in enumerate(self.open):
+        shapes = [d.pod, *(d.on_cards or {}).values()]
+        lasting = all(len(p.containers) == 1 for p in shapes)  # its refusals hold for good
+        if lasting and id(d) in self._refused:
+            return None
+        start = self._cursor.get(id(d), 0) if lasting else 0
+        for pos in range(bisect_left(self.open, start), len(self.open)):
+            index = self.open[pos]
             cards = self.nodes[index]
             if _place(d, cards, pod_name):
                 if not any(c.slots_free > 0 and c.mem_free > 0 for c in cards):
                     del self.open[pos]  # full: never scanned again
+                self.placements += 1
+                self._cursor[id(d)] = index
                 return index
+        self._refused.add(id(d))  # read only for a one-container demand
         return None
 
 
@@ -334,15 +358,24 @@ class Placement:
 
 
 def _pending_reasons(d: Demand, nodes: list[list[_Card]]) -> tuple[tuple[str, int], ...]:
-    """HAMi's codes over every node, each with how many nodes report it."""
+    """HAMi's codes over every node, each with how many nodes report it (a node nothing was
+    placed on answers as every such node of its model and size: judged once)."""
     counts: dict[str, int] = {}
+    untouched: dict[tuple[str, int], tuple[str, ...]] = {}
     for cards in nodes:
-        for code in _fit(d, cards)[1]:
+        if any(c.used for c in cards):
+            codes = _fit(d, cards)[1]
+        else:
+            key = (cards[0].model.key, len(cards))
+            if key not in untouched:
+                untouched[key] = _fit(d, cards)[1]
+            codes = untouched[key]
+        for code in codes:
             counts[code] = counts.get(code, 0) + 1
     return tuple((code, counts[code]) for code in HAMI_CODE_ORDER if code in counts)
 
 
-def place_all(demands: Iterable[Demand], fleet: Fleet) -> Placement:
+def place_all(demands: Iterable[Demand], fleet: Fleet, progress: Callable[[int], None] | None = None) -> Placement:
     """Place every pod, going on past those that do not fit, for a plan's full picture.
 
     The pods that must be scheduled go first, through the same routine and in the same order as
@@ -355,14 +388,22 @@ def place_all(demands: Iterable[Demand], fleet: Fleet) -> Placement:
     fit = _FirstFit(fleet)
     placed: dict[str, int] = {}
     pending: list[PendingPod] = []
+    # id(demand) -> (placements when its reasons were taken, the reasons): the next Pending pod
+    # of the demand shares them while nothing was placed in between.
+    judged: dict[int, tuple[int, tuple[tuple[str, int], ...]]] = {}
     for must_fit in (True, False):
         for name, d in _largest_first(demands, must_fit):
             index = fit.place(d, name)
             if index is None:
-                reasons = _pending_reasons(d, fit.nodes)
+                at, reasons = judged.get(id(d), (-1, ()))
+                if at != fit.placements:
+                    reasons = _pending_reasons(d, fit.nodes)
+                    judged[id(d)] = (fit.placements, reasons)
                 pending.append(PendingPod(name, d.name, reasons, allowed=not must_fit))
             else:
                 placed[name] = index
+            if progress is not None:
+                progress(1)
     cards = [c for node in fit.nodes for c in node]
     allocated = Quota(
         gpus=sum(c.model.split_count - c.slots_free for c in cards),

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from components.config.load import load_tenants, read_stack_file
 from components.config.model import ROLE_PLATFORM, TenantConfig
 from components.config.problems import ConfigError
@@ -135,7 +137,7 @@ class TenantPlan:
         return self.placement.pods
 
 
-def compare_tenant(tenant: Any, plan: Plan) -> TenantPlan:
+def compare_tenant(tenant: Any, plan: Plan, progress: bool = False) -> TenantPlan:
     """Place a tenant's workloads (`name`, `workloads`, `quota.quota` of a TenantConfig) on one
     plan: each read on the plan's card models it allows; a workload no model of the plan allows
     stays Pending with CardTypeMismatch (the rulebook's own verdict)."""
@@ -153,18 +155,29 @@ def compare_tenant(tenant: Any, plan: Plan) -> TenantPlan:
             continue  # asks for no GPU on these models: nothing to place
         demands.append(d)
     verdict = judge(demands, tenant.quota.quota, plan.fleet)
+    # A bar on the terminal (stderr) for a run that takes a while; nothing in a pipe or a log.
+    with tqdm(
+        total=sum(d.peak for d in demands),
+        desc=f"{tenant.name} on {plan.name}",
+        unit="pod",
+        file=sys.stderr,
+        leave=False,
+        delay=1.0,
+        disable=None if progress else True,
+    ) as bar:
+        placement = place_all(demands, plan.fleet, progress=bar.update)
     return TenantPlan(
         tenant=tenant.name,
         plan=plan,
-        placement=place_all(demands, plan.fleet),
+        placement=placement,
         unexpressible=tuple(unexpressible),
         over_quota=tuple(verdict.over_quota),
     )
 
 
-def compare(tenants: Iterable[Any], plans: Sequence[Plan]) -> list[TenantPlan]:
-    """Every tenant on every plan, tenant by tenant."""
-    return [compare_tenant(t, p) for t in tenants for p in plans]
+def compare(tenants: Iterable[Any], plans: Sequence[Plan], progress: bool = False) -> list[TenantPlan]:
+    """Every tenant on every plan, tenant by tenant (`progress`: a bar on a terminal)."""
+    return [compare_tenant(t, p, progress) for t in tenants for p in plans]
 
 
 # -- rendering -------------------------------------------------------------------------------
@@ -186,8 +199,13 @@ def _reasons(p: PendingPod, nodes: int) -> str:
     return ", ".join(f"{code} ({n}/{nodes} nodes)" for code, n in p.reasons)
 
 
-def pending_groups(r: TenantPlan) -> list[str]:
-    """Pending pods grouped per workload and reason: 'Deployment x: 2 pods: Code (n/N nodes)'."""
+# Pending groups a table cell shows; the rest are counted (the cell of a fleet-size plan stays a line).
+PENDING_GROUPS_SHOWN = 3
+
+
+def pending_groups(r: TenantPlan) -> list[tuple[str, int]]:
+    """Pending pods grouped per workload and reason, with their count:
+    ('Deployment x: 2 pods: Code (n/N nodes)', 2)."""
     groups: dict[tuple[str, str, bool], int] = {}
     for p in r.pending:
         key = (p.demand, _reasons(p, r.plan.fleet.nodes), p.allowed)
@@ -195,8 +213,19 @@ def pending_groups(r: TenantPlan) -> list[str]:
     out = []
     for (demand, reasons, allowed), n in groups.items():
         note = " [failOnPending: false, may stay Pending]" if allowed else ""
-        out.append(f"{demand}: {n} pod{'s' if n != 1 else ''}: {reasons}{note}")
+        out.append((f"{demand}: {n} pod{'s' if n != 1 else ''}: {reasons}{note}", n))
     return out
+
+
+def pending_cell(r: TenantPlan) -> str:
+    """The first PENDING_GROUPS_SHOWN groups, then how many more groups and pods."""
+    groups = pending_groups(r)
+    shown = [text for text, _ in groups[:PENDING_GROUPS_SHOWN]]
+    rest = groups[PENDING_GROUPS_SHOWN:]
+    if rest:
+        pods = sum(n for _, n in rest)
+        shown.append(f"and {len(rest)} more workload(s), {pods:,} pod{'s' if pods != 1 else ''}")
+    return "; ".join(shown) or "none"
 
 
 def _used(used: int, total: int) -> str:
@@ -219,7 +248,7 @@ def rows(report: Sequence[TenantPlan]) -> list[tuple[str, ...]]:
                 _used(pl.allocated.gpumem_mb, cap.gpumem_mb),
                 _used(pl.allocated.gpucores, cap.gpucores),
                 quota,
-                "; ".join(pending_groups(r)) or "none",
+                pending_cell(r),
             )
         )
         out += [(r.tenant, r.plan.name, "-", "-", "-", "-", "-", note) for note in r.unexpressible]
@@ -263,7 +292,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     if not tenants:
         print(f"stack {args.stack}: no tenants here, no workloads to place (each team stack has its own)")
         return 0
-    report = compare(tenants, plans)
+    report = compare(tenants, plans, progress=True)
     print(render_markdown(report, plans, str(args.stack)) if args.markdown else render_table(report, plans))
     return 0
 

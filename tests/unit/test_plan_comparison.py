@@ -343,3 +343,25 @@ def test_project_is_the_key_prefix(capsys, tmp_path):
     path.write_text(textwrap.dedent(yaml.safe_dump(other)))
     code, _, err = run(capsys, "--stack", str(path), "--plan", "1xA100-80GB", "--plan", "1xL4")
     assert code == 2 and "my-lab:tenants[0].quota.gpus" in err
+
+
+def test_a_fleet_size_pending_cell_names_three_workloads_and_counts_the_rest():
+    from components.domain.rules import Fleet
+    from components.reports.plan_comparison import PENDING_GROUPS_SHOWN, Plan, compare_tenant, pending_cell
+
+    a100 = GPU_MODELS["A100-80GB"]
+    workloads = [
+        SimpleNamespace(
+            kind="Deployment",
+            name=f"w{i}",
+            demand=lambda models, i=i: Demand(
+                f"Deployment w{i}", PodRequest((("c", GpuRequest(1, 90000 + i, 10)),)), replicas=100
+            ),
+        )
+        for i in range(5)
+    ]
+    tenant = SimpleNamespace(name="t", workloads=workloads, quota=SimpleNamespace(quota=Quota(10**9, 10**9, 10**9)))
+    result = compare_tenant(tenant, Plan("p", Fleet.of(a100, 1000, 8)))
+    cell = pending_cell(result)
+    assert cell.count("pods: CardInsufficientMemory") == PENDING_GROUPS_SHOWN
+    assert cell.endswith("and 2 more workload(s), 200 pods") and len(cell) < 400, cell
