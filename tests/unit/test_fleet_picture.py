@@ -63,7 +63,9 @@ def test_the_declared_picture_draws_every_card_and_what_each_pod_holds(lab, tmp_
         if "inference" in s.owner:
             assert model == "L4"
     assert sum(s.mem_mb for s in picture.slices) == 3 * 60000 + 10 * 10000 + 81920  # notebook: a whole A100
-    assert picture.pending == [
+    # big-eval may stay Pending (failOnPending: false): said apart from the pods that must run
+    assert picture.pending == []
+    assert picture.optional == [
         "default/big-eval[0]: CardInsufficientMemory (4/4 nodes)",
         "default/big-eval[1]: CardInsufficientMemory (4/4 nodes)",
     ]
@@ -71,7 +73,7 @@ def test_the_declared_picture_draws_every_card_and_what_each_pod_holds(lab, tmp_
     ids = drawn_ids(svg)
     assert all(f"card:{c.key}" in ids for c in picture.cards)
     assert all(f"slice:{s.card}/{s.owner}" in ids for s in picture.slices)
-    assert "pending" in ids
+    assert "pending-allowed" in ids and "pending" not in ids
     # each slice's width on its card is its share of the card's memory (cards are 1 unit wide)
     drawn = widths(svg, "slice:")
     card_width = next(iter(widths(svg, "card:").values()))
@@ -126,3 +128,61 @@ def test_the_capacity_report_writes_the_pictures(tmp_path, capsys):
 def test_the_docs_show_the_example_picture():
     text = (ROOT / "docs" / "pull-requests.md").read_text()
     assert "](team-a.png)" in text and (ROOT / "docs" / "team-a.png").exists()
+
+
+def fleet_of(nodes: int, cards: int, workloads: int) -> fp.FleetPicture:
+    """A large declared-looking picture: `workloads` workloads spread over the cards."""
+    picture = fp.FleetPicture("big", "declared")
+    a100 = GPU_MODELS["A100-80GB"]
+    for n in range(nodes):
+        for k in range(cards):
+            picture.cards.append(fp.Card(f"node-{n}", "gpus", k, a100.key, a100.memory_mb, a100.cores))
+    for i, card in enumerate(picture.cards[: len(picture.cards) // 2]):
+        w = i % workloads
+        picture.slices.append(fp.SliceOf(card.key, f"ml/w{w}-{i}", f"ml/w{w}", 40000, 50))
+    picture.pending = [f"ml/w0-x{i}: CardInsufficientMemory ({nodes}/{nodes} nodes)" for i in range(40)]
+    picture.optional = ["ml/batch-0: CardInsufficientMemory"]
+    return picture
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_a_fleet_of_1600_cards_is_a_summary_on_one_screen_and_every_card_in_the_svg(tmp_path):
+    picture = fleet_of(200, 8, 12)
+    svg, png = fp.render(picture, tmp_path)
+    width, height = png_size(png)
+    assert width <= 1920 and height <= 1200, (width, height)  # one screen
+    ids = drawn_ids(svg)
+    assert sum(i.startswith("card:") for i in ids) == 1600  # the SVG keeps every card
+    assert "pending" in ids and "pending-allowed" in ids
+
+
+def test_the_largest_fleet_a_picture_draws_card_by_card_is_the_detail(tmp_path):
+    picture = fleet_of(8, 8, 3)  # 64 cards: still every card in the PNG
+    assert len(picture.cards) == fp.MAX_DETAIL_CARDS
+    fig = fp._detail(picture)
+    summary = fp._summary(fleet_of(9, 8, 3))
+    assert "every card and slice: the SVG" not in fig.axes[0].get_title()
+    assert "every card and slice: the SVG" in summary.axes[0].get_title()
+
+
+@pytest.mark.parametrize("count", [3, 10, 11, 20, 21, 60])
+def test_no_two_workloads_share_a_colour(count):
+    colours = fp._colours(f"ml/w{i}" for i in range(count))
+    assert len(colours) == count and len(set(colours.values())) == count
+
+
+@pytest.mark.parametrize("draw", [fp._detail, fp._summary])
+def test_the_legend_is_on_top_and_a_declared_picture_says_it_is_a_feasibility_packing(draw):
+    picture = fleet_of(9, 8, 5)
+    fig = draw(picture)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent()
+    assert legend.y0 >= ax.get_window_extent().y1 - 1  # above the drawing, not at the bottom
+    assert "feasibility packing" in ax.get_title() and "not where HAMi will put the pods" in ax.get_title()
+    picture.source = "live"
+    assert "feasibility" not in draw(picture).axes[0].get_title()
