@@ -76,21 +76,17 @@ def worker(mode: str, releases: int, repeats: int) -> dict[str, float]:
         from components.kube.client import core_api, get_json, send
 
         core = core_api(kubeconfig)
-        if mode == "official-unread":
+        if mode in ("official-json", "official-unread"):
+
+            def unread(call: Any, *args: Any) -> None:
+                call(*args, _preload_content=False)  # the answer dropped unread, as the program did
+
+            write = send if mode == "official-json" else unread
 
             def release() -> None:
                 unlock["metadata"]["resourceVersion"] = get_json(core.read_node, NODE)["metadata"]["resourceVersion"]
-                core.patch_node(NODE, unlock, _preload_content=False)
-                core.patch_namespaced_pod(POD, NS, done, _preload_content=False)
-
-            def listed() -> int:
-                return len(get_json(core.list_namespaced_pod, LISTED_NS)["items"])
-        elif mode == "official-json":
-
-            def release() -> None:
-                unlock["metadata"]["resourceVersion"] = get_json(core.read_node, NODE)["metadata"]["resourceVersion"]
-                send(core.patch_node, NODE, unlock)
-                send(core.patch_namespaced_pod, POD, NS, done)
+                write(core.patch_node, NODE, unlock)
+                write(core.patch_namespaced_pod, POD, NS, done)
 
             def listed() -> int:
                 return len(get_json(core.list_namespaced_pod, LISTED_NS)["items"])

@@ -22,7 +22,7 @@ import yaml
 from components.config.load import OBJECT_KEYS, TEXT_KEYS, load_config
 from components.config.model import MANAGEMENT_TOKEN_KEY, MODE_KUBECONFIG, ROLE_TEAM, StackConfig
 from components.config.problems import ConfigError
-from components.config.stack_file import ROOT, StackFile, StackFileError, resolve
+from components.config.stack_file import ROOT, StackFile, StackFileError, read_document, resolve
 
 PROG = "python -m components.config.check"
 SECRET_KEYS = ("kubeconfig", MANAGEMENT_TOKEN_KEY)
@@ -94,15 +94,7 @@ def key_warnings(config: dict[object, object], project: str) -> list[str]:
 
 def check(stack: StackFile) -> Findings:
     """Every problem and warning of one stack file (StackFileError: not a stack file at all)."""
-    try:
-        text = stack.path.read_text()
-        doc = yaml.safe_load(text)
-    except OSError as exc:
-        raise StackFileError(f"cannot read stack file {stack.path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" (line {mark.line + 1})" if mark is not None else ""
-        raise StackFileError(f"stack file {stack.path} is not valid YAML{at}: {getattr(exc, 'problem', exc)}") from None
+    text, doc = read_document(stack.path)
     config = doc.get("config") if isinstance(doc, dict) else None
     if config is None:
         config = {}

@@ -10,8 +10,6 @@ import ipaddress
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-import yaml
-
 from components.config import chart_sources
 from components.config.chart_sources import ChartSource, ChartSourceError
 from components.config.checks import tenant_checks, unique
@@ -34,7 +32,7 @@ from components.config.model import (
     TenantConfig,
 )
 from components.config.problems import Collector, ConfigError, read_section
-from components.config.stack_file import StackFileError
+from components.config.stack_file import StackFileError, read_document
 
 
 def _tenants(project: str, raw: object, cluster: ClusterConfig | None, c: Collector) -> list[TenantConfig]:
@@ -336,15 +334,7 @@ def read_stack_file(path: Path, any_role: bool = False) -> tuple[str, dict[str, 
     """(project, config by key without its prefix) of a Pulumi stack file; the project is the
     prefix of its one `<project>:tenants` key (`any_role`: or of all its keys, as a platform
     stack has no tenants)."""
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise StackFileError(f"cannot read stack file {path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        at = f" (line {where.line + 1})" if where is not None else ""
-        problem = getattr(exc, "problem", None) or exc
-        raise StackFileError(f"stack file {path} is not valid YAML{at}: {problem}") from None
+    _, doc = read_document(path)
     config = doc.get("config") if isinstance(doc, Mapping) else None
     if not isinstance(config, Mapping):
         raise StackFileError(f"stack file {path} has no `config:` mapping (a Pulumi stack file has one)")

@@ -27,6 +27,21 @@ class StackFile:
     project: str
 
 
+def read_document(path: Path) -> tuple[str, object]:
+    """(text, parsed YAML) of a stack file; StackFileError, in one line, when it cannot be read
+    or is not YAML (the line, where the parser says it)."""
+    try:
+        text = path.read_text()
+        return text, yaml.safe_load(text)
+    except OSError as exc:
+        raise StackFileError(f"cannot read stack file {path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" (line {where.line + 1})" if where is not None else ""
+        problem = getattr(exc, "problem", None) or exc
+        raise StackFileError(f"stack file {path} is not valid YAML{at}: {problem}") from None
+
+
 def project_root(start: Path) -> Path | None:
     """The nearest directory from `start` up that holds a Pulumi.yaml (examples/ -> the project)."""
     for folder in (start, *start.parents):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from components.config.reference import reference_rows
+from tests.support.readme import offline_block
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG_PAGE = ROOT / "docs" / "config.md"
@@ -85,11 +86,7 @@ def test_every_key_named_in_prose_is_one_the_model_accepts(page):
 
 def offline_commands() -> list[list[str]]:
     """The README's offline block, as argument lists of the `gpu-tenancy` command."""
-    text = (ROOT / "README.md").read_text().split("## Offline, no Docker", 1)[1].split("```bash", 1)[1]
-    block = text.split("```", 1)[0]
-    return [
-        line.split("#", 1)[0].split()[1:] for line in block.splitlines() if line.startswith(".venv/bin/gpu-tenancy ")
-    ]
+    return [line.split()[1:] for line in offline_block() if line.startswith(".venv/bin/gpu-tenancy ")]
 
 
 @pytest.mark.parametrize("argv", offline_commands(), ids=lambda a: a[0])

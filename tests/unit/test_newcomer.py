@@ -13,12 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.readme import offline_block
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def readme_block() -> list[str]:
-    text = (ROOT / "README.md").read_text().split("## Offline, no Docker", 1)[1].split("```bash", 1)[1]
-    return [line.split("#", 1)[0].strip() for line in text.split("```", 1)[0].splitlines() if line.strip()]
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +42,7 @@ def newcomer(tmp_path_factory) -> tuple[Path, dict[str, str]]:
 
 def test_the_readme_s_offline_hour_runs_as_written_on_a_fresh_copy(newcomer):
     clone, env = newcomer
-    steps = readme_block()
+    steps = offline_block()
     assert steps[0] == "bash scripts/setup-venv.sh requirements-dev.txt"
     for step in steps:
         done = subprocess.run(step.split(), cwd=clone, env=env, capture_output=True, text=True, timeout=900)
