@@ -1,7 +1,8 @@
 """gpu-tenancy: reads the stack config and wires the platform's components.
 
 Roles (config `role`): `lab` builds everything; `platform` the management cluster and Kamaji,
-exported for team stacks; `team` one team's tenants on a platform reached by StackReference.
+with each registered team's access and record; `team` one team's tenant on the platform it reads
+from the management cluster with the team's own token.
 """
 
 from functools import partial
@@ -14,7 +15,7 @@ from components.config.model import MANAGEMENT_TOKEN_KEY, MODE_KUBECONFIG, ROLE_
 from components.config.problems import ConfigError
 from components.platform.kamaji import KamajiPlatform, KamajiPlatformArgs
 from components.platform.management_cluster import ManagementCluster, ManagementClusterArgs
-from components.platform.platform_link import PlatformLink, PlatformLinkArgs, platform_outputs
+from components.platform.platform_link import PlatformLink, PlatformLinkArgs, published_record
 from components.platform.release_controller_image import ReleaseControllerImage, ReleaseControllerImageArgs
 from components.platform.team_access import TeamAccess, TeamAccessArgs
 from components.tenant.gpu_tenant import GpuTenant, GpuTenantArgs
@@ -34,8 +35,8 @@ for warning in cfg.warnings:
 
 if cfg.role == ROLE_TEAM:
     link = PlatformLink("platform", PlatformLinkArgs(config=cfg, token=config.require_secret(MANAGEMENT_TOKEN_KEY)))
-    management_provider, network, datastore, kamaji = link.provider, link.network, link.datastore, None
-    schema_of = link.schema  # the etcd keys the platform named for the team
+    management_provider, network, kamaji = link.provider, link.network, None
+    datastore_of, schema_of = link.datastore, link.schema  # what the platform named for the team
 else:
     cluster = ManagementCluster(
         "management",
@@ -57,23 +58,18 @@ else:
         ),
         opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=cluster.ready),
     )
-    management_provider, network, datastore, kamaji = (
-        cluster.provider,
-        cluster.network.name,
-        platform.datastore_name,
-        platform.datastore,
-    )
-    schema_of = partial(cfg.datastore_schema, stack)
+    management_provider, network, kamaji = cluster.provider, cluster.network.name, platform.datastore
+    datastore_of, schema_of = (lambda _tenant: platform.datastore_name), partial(cfg.datastore_schema, stack)
     if cfg.role == ROLE_LAB:  # one person's whole lab; a platform exports no credential
         pulumi.export("managementKubeconfig", cluster.kubeconfig)
     if cfg.role == ROLE_PLATFORM:
         for slot in cfg.teams:
+            record = network.apply(lambda n, slot=slot: published_record(slot, cfg, n, platform.datastore_name).data())
             TeamAccess(
                 f"team-{slot.name}",
-                TeamAccessArgs(team=slot, datastore=platform.datastore_name, project=project),
+                TeamAccessArgs(team=slot, datastore=platform.datastore_name, project=project, record=record),
                 opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[platform.release]),
             )
-        pulumi.export("platform", platform_outputs(cluster.kubeconfig, network, cfg, platform.datastore_name))
 
 release_controller_image = (
     ReleaseControllerImage(
@@ -97,7 +93,7 @@ for t in cfg.tenants:
             datastore_schema=schema_of(t.name),
             address=cfg.cluster.management_ip,
             network=network,
-            datastore=datastore,
+            datastore=datastore_of(t.name),
             bootstrap_token_minutes=cfg.cluster.bootstrap_token_minutes,
             release_controller_image=release_controller_image.ref,
             owns_namespaces=cfg.role != ROLE_TEAM,

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The platform owner gives a team stack its management-cluster credential: a bound token of the
+# The platform owner gives a team stack its grant to the management cluster: a bound token of the
 # team's own ServiceAccount (made by the platform stack), valid HOURS (default 720), set as the
-# team stack's secret config `managementToken`. The admin kubeconfig and the token go through pipes
-# only: never a file, never an argument.
+# team stack's secret config `managementToken`, and where the management API server is and its CA
+# (`managementServer`, `managementCa`). The admin kubeconfig and the token go through pipes only:
+# never a file, never an argument.
 #   scripts/grant-team.sh TEAM [HOURS]            # docker mode: the admin kubeconfig from the management
 #                                                 # node (kubeadm's admin.conf), or the k3s container
 #   MANAGEMENT_KUBECONFIG=admin.yaml scripts/grant-team.sh TEAM [HOURS]   # an adopted cluster
@@ -30,6 +31,13 @@ admin_kubeconfig() {
     docker exec "$lab-k3s" cat /etc/rancher/k3s/k3s.yaml | sed "s#https://127.0.0.1:6443#https://$ip:6443#"
   fi
 }
-admin_kubeconfig | .venv/bin/python -m components.kube.team_token --team "$team" --hours "$hours" \
-  | pulumi --cwd "${PULUMI_PROJECT_DIR:-$ROOT}" config set --secret --stack "$stack" managementToken
-echo "team $team: managementToken set on stack $stack (valid $hours h)" >&2
+admin=$(admin_kubeconfig)
+tool() { printf '%s' "$admin" | .venv/bin/python -m components.kube.team_token "$@"; }
+set_config() { pulumi --cwd "${PULUMI_PROJECT_DIR:-$ROOT}" config set --stack "$stack" "$@"; }
+# The token first: a team the platform does not know stops here, before the stack is touched.
+token=$(tool --team "$team" --hours "$hours")
+printf '%s' "$token" | set_config --secret managementToken
+unset token
+tool --show server | set_config managementServer
+tool --show ca | set_config managementCa
+echo "team $team: managementToken (valid $hours h), managementServer and managementCa set on stack $stack" >&2

@@ -5,8 +5,8 @@
 Every problem in one run, in the words `up`, preview and the policy pack use (the same reader,
 components.config.load); the warnings too, and what only a look at the file shows: keys of
 another project or none of this project's (Pulumi ignores them), YAML aliases that give two
-tenants one set of values, and secrets the file does not hold (`up` asks for them; a check does
-not need them). Exit 0: no problem (warnings may be printed); 1: problems; 2: no stack file.
+tenants one set of values, and secrets or a team's grant the file does not hold (`up` asks for
+them; a check does not need them). Exit 0: no problem (warnings may be printed); 1: problems; 2: no stack file.
 """
 
 from __future__ import annotations
@@ -20,17 +20,17 @@ from pathlib import Path
 import yaml
 
 from components.config.load import OBJECT_KEYS, TEXT_KEYS, load_config
-from components.config.model import MANAGEMENT_TOKEN_KEY, MODE_KUBECONFIG, ROLE_TEAM, StackConfig
+from components.config.model import GRANT_KEYS, MANAGEMENT_TOKEN_KEY, MODE_KUBECONFIG, NOT_READ, ROLE_TEAM, StackConfig
 from components.config.problems import ConfigError
 from components.config.stack_file import ROOT, StackFile, StackFileError, read_document, resolve
 
 PROG = "python -m components.config.check"
 SECRET_KEYS = ("kubeconfig", MANAGEMENT_TOKEN_KEY)
 KNOWN_KEYS = (*OBJECT_KEYS, *TEXT_KEYS, *SECRET_KEYS)
-# How each secret is set, when a stack needs it and its file does not hold it.
-SET_SECRET = {
-    "kubeconfig": 'pulumi config set --secret kubeconfig -- "$(cat kubeconfig.yaml)"',
-    MANAGEMENT_TOKEN_KEY: "the platform owner sets it with scripts/grant-team.sh <team> (docs/teams.md)",
+# How each secret (or a team's grant) is set, when a stack needs it and its file does not hold it.
+GRANTED = "the platform owner sets it with scripts/grant-team.sh <team> (docs/teams.md)"
+SET_SECRET = {"kubeconfig": 'pulumi config set --secret kubeconfig -- "$(cat kubeconfig.yaml)"'} | {
+    key: GRANTED for key in GRANT_KEYS
 }
 
 
@@ -106,7 +106,9 @@ def check(stack: StackFile) -> Findings:
 
     def value(key: str) -> object:
         if key in SECRET_KEYS:  # never read here: present, or a warning below
-            return "(secret)"
+            return NOT_READ
+        if key in GRANT_KEYS:  # checked when present; when absent, a warning below
+            return values.get(key, NOT_READ)
         return values.get(key)
 
     try:
@@ -120,10 +122,11 @@ def check(stack: StackFile) -> Findings:
     if cfg is not None and cfg.cluster is not None and cfg.cluster.mode == MODE_KUBECONFIG:
         needed.append("kubeconfig")
     if cfg is not None and cfg.role == ROLE_TEAM:
-        needed.append(MANAGEMENT_TOKEN_KEY)
+        needed += GRANT_KEYS
     for key in needed:
         if key not in values:
-            found.warnings.append(f"{prefix}{key}: a secret this file does not hold; `up` needs it: {SET_SECRET[key]}")
+            what = "a secret" if key in SECRET_KEYS else "a key"
+            found.warnings.append(f"{prefix}{key}: {what} this file does not hold; `up` needs it: {SET_SECRET[key]}")
     return found
 
 

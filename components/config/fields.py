@@ -4,6 +4,7 @@ the words a stack file uses (`must be 1-24 h, got 25`); the sections are built f
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -39,7 +40,6 @@ IMAGE_REF = re.compile(
 )
 # An image repository without tag or digest (the tag is filled in: a node image per Kubernetes version).
 IMAGE_REPOSITORY = re.compile(rf"^(?:{_DOMAIN}/)?{_PATH}(?:/{_PATH})*$")
-STACK_REF = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 # A stack name that can be part of an etcd key prefix and user name (Pulumi's own allow `.` too).
 STACK_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 _UNITS = re.compile(r"\s*[0-9.]+\s*[KMGTkmgt]i?[Bb]?\s*")
@@ -216,6 +216,27 @@ def _http_url(value: object) -> str:
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise invalid(f"must be an http(s):// URL, got {value!r}")
     return value  # type: ignore[return-value]
+
+
+def https_url_problem(value: object) -> str | None:
+    """Why `value` is not an API server's https:// URL (None: it is one)."""
+    parts = urlsplit(value) if isinstance(value, str) else None
+    if parts is None or parts.scheme != "https" or not parts.hostname:
+        return f"must be the API server's https:// URL, got {value!r}"
+    return None
+
+
+def base64_pem_problem(value: object) -> str | None:
+    """Why `value` is not a CA as a kubeconfig gives it: base64 of PEM certificates (None: it is)."""
+    try:
+        pem = base64.b64decode(value, validate=True) if isinstance(value, str) else b""
+        certs = x509.load_pem_x509_certificates(pem) if pem else []
+    except ValueError:
+        certs = []
+    if not certs:
+        shown = value[:40] + "..." if isinstance(value, str) and len(value) > 40 else value
+        return f"must be the CA as a kubeconfig's certificate-authority-data (base64 of PEM), got {shown!r}"
+    return None
 
 
 def pinned_image(what: str) -> Any:

@@ -13,11 +13,15 @@ from pathlib import Path
 from components.config import chart_sources
 from components.config.chart_sources import ChartSource, ChartSourceError
 from components.config.checks import tenant_checks, unique
-from components.config.fields import STACK_REF
+from components.config.fields import base64_pem_problem, https_url_problem
 from components.config.model import (
     CHARTS,
+    GRANT_KEYS,
+    MANAGEMENT_CA_KEY,
+    MANAGEMENT_SERVER_KEY,
     MANAGEMENT_TOKEN_KEY,
     MODE_KUBECONFIG,
+    NOT_READ,
     ROLE_LAB,
     ROLE_PLATFORM,
     ROLE_TEAM,
@@ -33,6 +37,7 @@ from components.config.model import (
 )
 from components.config.problems import Collector, ConfigError, read_section
 from components.config.stack_file import StackFileError, read_document
+from components.domain.names import tenant_namespace
 
 
 def _tenants(project: str, raw: object, cluster: ClusterConfig | None, c: Collector) -> list[TenantConfig]:
@@ -215,19 +220,13 @@ def load_stack_config(
     role = ROLE_LAB if role is None else role
     if role not in ROLES:
         c.fail("role", f"must be one of {', '.join(ROLES)}, got {role!r}")
-    platform_stack = raw.get("platformStack")
-    if role == ROLE_TEAM and (not isinstance(platform_stack, str) or not STACK_REF.match(platform_stack)):
+    if raw.get("platformStack") is not None:
         c.fail(
-            "platformStack", f"a team stack needs its platform stack as <org>/<project>/<stack>, got {platform_stack!r}"
+            "platformStack",
+            "is gone: a team stack no longer reads the platform's state; remove the key, and have the platform "
+            "owner run scripts/grant-team.sh <team> (it sets managementToken, managementServer and managementCa)",
         )
-    elif role in (ROLE_LAB, ROLE_PLATFORM) and platform_stack is not None:
-        c.fail("platformStack", f"only a team stack reaches a platform stack (role is {role!r})")
-    if role == ROLE_TEAM and not management_token_given:
-        c.fail(
-            MANAGEMENT_TOKEN_KEY,
-            "a team stack reaches the management cluster with its team's own token, a secret: the platform "
-            "owner sets it with scripts/grant-team.sh <team> (see docs/teams.md)",
-        )
+    server, ca = _grant(raw, role, management_token_given, c)
     tenants: list[TenantConfig] = []
     raw_tenants = raw.get("tenants")
     if role == ROLE_PLATFORM:
@@ -235,6 +234,12 @@ def load_stack_config(
             c.fail("tenants", "a platform stack has no tenants: each team stack creates its own")
     elif role in ROLES:
         tenants = _tenants(project, raw_tenants, cluster, c)
+    if role == ROLE_TEAM and len(tenants) > 1:
+        c.fail(
+            "tenants",
+            f"a team stack holds its team's one tenant (its grant reaches {tenant_namespace(tenants[0].name)} only); "
+            f"give each of {', '.join(t.name for t in tenants)} a stack of its own",
+        )
     if cluster is not None and tenants:
         _subnet_room(cluster, tenants, c)
     teams = _teams(project, raw.get("teams"), role, c)
@@ -247,12 +252,44 @@ def load_stack_config(
         tenants=tuple(tenants),
         hami=hami,
         role=role,
-        platform_stack=platform_stack if role == ROLE_TEAM else None,
+        management_server=server,
+        management_ca=ca,
         teams=tuple(teams),
         mirror=mirror,
         images=images,
         charts=charts,
         warnings=tuple(c.warnings),
+    )
+
+
+def _grant(raw: Mapping[str, object], role: str, token_given: bool, c: Collector) -> tuple[str | None, str | None]:
+    """A team stack's grant (MANAGEMENT_*_KEY): the token (given or not: it stays a secret), the
+    management API server's https URL and its CA. Other roles hold none of it."""
+    server, ca = raw.get(MANAGEMENT_SERVER_KEY), raw.get(MANAGEMENT_CA_KEY)
+    how = "the platform owner sets it with scripts/grant-team.sh <team> (see docs/teams.md)"
+    if role not in ROLES:  # said at `role`
+        return None, None
+    if role != ROLE_TEAM:
+        for key, value in ((MANAGEMENT_SERVER_KEY, server), (MANAGEMENT_CA_KEY, ca)):
+            if value not in (None, NOT_READ):
+                c.fail(key, f"only a team stack holds a grant to the management cluster (role is {role!r})")
+        return None, None
+    if not token_given:
+        c.fail(
+            MANAGEMENT_TOKEN_KEY,
+            f"a team stack reaches the management cluster with its team's own token, a secret: {how}",
+        )
+    if server is None:
+        c.fail(MANAGEMENT_SERVER_KEY, f"a team stack needs the management API server's URL: {how}")
+    elif server != NOT_READ and (problem := https_url_problem(server)):
+        c.fail(MANAGEMENT_SERVER_KEY, problem)
+    if ca is None:
+        c.fail(MANAGEMENT_CA_KEY, f"a team stack needs the management API server's CA: {how}")
+    elif ca != NOT_READ and (problem := base64_pem_problem(ca)):
+        c.fail(MANAGEMENT_CA_KEY, problem)
+    return (
+        str(server) if server not in (None, NOT_READ) else None,
+        str(ca) if ca not in (None, NOT_READ) else None,
     )
 
 
@@ -315,7 +352,7 @@ def team_slot_problems(
 # What a stack's config holds, read by its key: objects and plain values (of the secrets,
 # `kubeconfig` and MANAGEMENT_TOKEN_KEY, only whether they are given).
 OBJECT_KEYS = ("cluster", "tenants", "hami", "teams", "mirror", "images", "charts")
-TEXT_KEYS = ("role", "platformStack")
+TEXT_KEYS = ("role", "platformStack", MANAGEMENT_SERVER_KEY, MANAGEMENT_CA_KEY)
 
 
 def load_config(project: str, value: Callable[[str], object], base: Path | None = None) -> StackConfig:
@@ -356,8 +393,8 @@ def load_stack_file(path: Path, secrets_set: bool = False) -> StackConfig:
     project, config = read_stack_file(path, any_role=secrets_set)
 
     def value(key: str) -> object:
-        if secrets_set and key in ("kubeconfig", MANAGEMENT_TOKEN_KEY):
-            return config.get(key, "(secret)")
+        if secrets_set and key in ("kubeconfig", *GRANT_KEYS):
+            return config.get(key, NOT_READ)
         return config.get(key)
 
     return load_config(project, value, base=path.resolve().parent)

@@ -90,12 +90,19 @@ POOL_MODES = (POOL_DOCKER, POOL_KWOK, POOL_EXTERNAL)
 # Docker nodes are limited per tenant (all its docker pools together), the others per pool.
 POOL_MAX_NODES = {POOL_KWOK: MAX_KWOK_NODES, POOL_EXTERNAL: MAX_EXTERNAL_NODES}
 # What a stack builds: the whole lab; the shared platform (cluster + Kamaji) only; or one team's
-# tenants on a platform stack it reaches through a StackReference.
+# tenants on a platform it reads from the management cluster with its team's own token.
 ROLE_LAB = "lab"
 ROLE_PLATFORM = "platform"
 ROLE_TEAM = "team"
-# A team stack's secret config key: its team's management-cluster token (TeamAccess's account).
+# A team stack's grant, set by the platform owner (scripts/grant-team.sh): its team's
+# management-cluster token (secret; TeamAccess's account), and the management API server's URL and
+# CA (base64 PEM, as a kubeconfig's certificate-authority-data) it needs to be reached at all.
 MANAGEMENT_TOKEN_KEY = "managementToken"
+MANAGEMENT_SERVER_KEY = "managementServer"
+MANAGEMENT_CA_KEY = "managementCa"
+GRANT_KEYS = (MANAGEMENT_TOKEN_KEY, MANAGEMENT_SERVER_KEY, MANAGEMENT_CA_KEY)
+# What a tool that never reads a key (a secret, or a grant the file does not hold) passes for it.
+NOT_READ = "(not read)"
 ROLES = (ROLE_LAB, ROLE_PLATFORM, ROLE_TEAM)
 
 
@@ -595,7 +602,9 @@ class StackConfig:
     tenants: tuple[TenantConfig, ...]
     hami: HamiConfig
     role: str = ROLE_LAB
-    platform_stack: str | None = None
+    # A team stack's management API server and its CA (its grant; None in other roles).
+    management_server: str | None = None
+    management_ca: str | None = None
     teams: tuple[TeamSlot, ...] = ()
     # Closed networks: the nodes' registry mirror (None: pull from upstream), the Docker engine's
     # own images, each chart's source by its config key (CHARTS).

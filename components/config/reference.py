@@ -12,6 +12,8 @@ from pydantic import (
 
 from components.config.fields import Section
 from components.config.model import (
+    MANAGEMENT_CA_KEY,
+    MANAGEMENT_SERVER_KEY,
     MANAGEMENT_TOKEN_KEY,
     ROLE_LAB,
     ROLE_PLATFORM,
@@ -47,9 +49,10 @@ def tenants_schema() -> dict[str, Any]:
 # Keys read outside the sections (their checks are in load_stack_config).
 TOP_LEVEL_KEYS = {
     "role": f"`{ROLE_LAB}` (default: everything), `{ROLE_PLATFORM}` (cluster + Kamaji) or `{ROLE_TEAM}` (one team)",
-    "platformStack": "team stacks: the platform stack, `<org>/<project>/<stack>`",
     "kubeconfig": "secret: the adopted management cluster's kubeconfig, when cluster.mode is `kubeconfig`",
     MANAGEMENT_TOKEN_KEY: "team stacks, secret: the team's management-cluster token (`scripts/grant-team.sh`)",
+    MANAGEMENT_SERVER_KEY: "team stacks: the management API server's `https://` URL (`scripts/grant-team.sh`)",
+    MANAGEMENT_CA_KEY: "team stacks: the management API server's CA, base64 PEM (`scripts/grant-team.sh`)",
 }
 SECTIONS: tuple[tuple[str, type[Section]], ...] = (
     ("cluster", ClusterConfig),

@@ -114,6 +114,8 @@ def admin_kubeconfig_secret(tenant: str) -> str:
 
 # A team's identity in the management cluster (a ServiceAccount in its tenant namespace).
 TEAM_ACCOUNT = "gpu-tenancy-team"
+# What the platform publishes for a team, in its tenant namespace (components.kube.platform_record).
+PLATFORM_RECORD = "gpu-tenancy-platform"
 
 
 def team_account_user(team: str) -> str:

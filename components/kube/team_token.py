@@ -5,7 +5,9 @@ as its secret config `managementToken`, never written to disk or put on a comman
     <admin kubeconfig on stdin> | python -m components.kube.team_token --team team-a --hours 720 \\
         | pulumi config set --secret managementToken --stack team-a
 
-(`scripts/grant-team.sh` does exactly this.) Revoking: delete and re-create the account (every token
+`--show server` and `--show ca` print, instead of a token, where the team stack reaches the
+management API server and its CA (`managementServer`, `managementCa`), read from the same admin
+kubeconfig: `scripts/grant-team.sh` sets all three. Revoking: delete and re-create the account (every token
 of it stops working), or let the token expire.
 """
 
@@ -17,7 +19,7 @@ import time
 
 from components.domain.names import TEAM_ACCOUNT, tenant_namespace
 from components.kube.bound_token import expires, request_token
-from components.kube.client import core_api, http_status
+from components.kube.client import cluster_ca, cluster_server, core_api, http_status
 
 DEFAULT_HOURS = 720
 MAX_HOURS = 24 * 90
@@ -52,14 +54,22 @@ def token_seconds_left(token: str, now: float | None = None) -> int | None:
 
 def main(argv: list[str] | None = None, prog: str = "python -m components.kube.team_token") -> int:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("--team", required=True)
+    parser.add_argument("--team", help="the team whose token to request (not with --show)")
+    parser.add_argument(
+        "--show", choices=("server", "ca"), help="print the admin kubeconfig's API server URL or its CA (base64)"
+    )
     parser.add_argument("--hours", type=int, default=DEFAULT_HOURS, help=f"lifetime (1-{MAX_HOURS}, default 720)")
     args = parser.parse_args(argv)
     if not 1 <= args.hours <= MAX_HOURS:
         parser.error(f"--hours must be 1-{MAX_HOURS}, got {args.hours}")
+    if (args.team is None) == (args.show is None):
+        parser.error("give either --team or --show")
     admin = sys.stdin.read()
     if not admin.strip():
         parser.error("give the management cluster's admin kubeconfig on stdin")
+    if args.show:
+        sys.stdout.write((cluster_server if args.show == "server" else cluster_ca)(admin))
+        return 0
     try:
         token = request_team_token(admin, args.team, args.hours)
     except NoSuchTeam as exc:

@@ -1,78 +1,76 @@
-"""PlatformLink: the shared platform as a team stack sees it, through a StackReference.
+"""PlatformLink: the shared platform as a team stack sees it, read from the management cluster.
 
-A team stack creates no cluster and no Kamaji; it reads the platform stack's `platform` output
-(the management API server's address and CA, Docker network, lab name, team registry: no
-credential) and checks, before anything reaches the management cluster, that its tenants are
-the ones the platform reserved ports for. It reaches the management cluster with its team's own
-token (secret config `managementToken`, a TeamAccess ServiceAccount's), never the admin.
+A team stack creates no cluster and no Kamaji. It reaches the management cluster with its team's own
+grant (secret config `managementToken`, a TeamAccess ServiceAccount's bound token; `managementServer`
+and `managementCa`, where the API server is), never the admin and never the platform's state: what
+it needs of the platform (lab, network, DataStore, etcd keys, mirror, reserved ports) is the record
+the platform publishes in the team's own namespace (components.kube.platform_record), readable with
+that token and writable only by the platform. Before anything reaches the management cluster, the
+stack checks that its tenant is the one the platform reserved for it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config.load import team_slot_problems
-from components.config.model import MANAGEMENT_TOKEN_KEY, StackConfig
+from components.config.model import MANAGEMENT_TOKEN_KEY, MirrorConfig, StackConfig, TeamSlot
 from components.domain.names import TEAM_ACCOUNT
-from components.kube.client import cluster_ca, cluster_server, token_kubeconfig
+from components.kube import platform_record
+from components.kube.client import token_kubeconfig
+from components.kube.platform_record import PlatformRecord, PlatformUnreadable
 from components.kube.team_token import token_seconds_left
 
 RENEW_WARNING_SECONDS = 7 * 24 * 3600
 
 
-def platform_outputs(
-    kubeconfig: pulumi.Input[str], network: pulumi.Input[str], cfg: StackConfig, datastore: pulumi.Input[str]
-) -> dict[str, Any]:
-    """What a platform stack exports for its team stacks (one place for the keys): where the
-    management API server is and its CA, never a credential."""
-    kc = pulumi.Output.from_input(kubeconfig)
-    return {
-        "managementServer": pulumi.Output.unsecret(kc.apply(cluster_server)),
-        "managementCa": pulumi.Output.unsecret(kc.apply(cluster_ca)),
-        "network": network,
-        "lab": cfg.cluster.name,
-        "address": cfg.cluster.management_ip,
-        "datastore": datastore,
-        # the lab's one registry mirror: a team's workers must pull through it too ("" for none:
-        # an output's null is dropped, and a missing key means a platform from before)
-        "mirror": cfg.mirror.endpoint if cfg.mirror else "",
-        "teams": [
-            {
-                "name": t.name,
-                "apiPort": t.api_port,
-                "konnectivityPort": t.konnectivity_port,
-                # the etcd keys the platform's policy holds the team to (a team stack uses these)
-                "schema": t.datastore_schema(cfg.project),
-            }
-            for t in cfg.teams
-        ],
-    }
+def published_record(
+    slot: TeamSlot, cfg: StackConfig, network: str, datastore: str, schema: str | None = None
+) -> PlatformRecord:
+    """What the platform publishes for one registered team (one place for its facts)."""
+    return PlatformRecord(
+        team=slot.name,
+        lab=cfg.cluster.name,
+        address=str(cfg.cluster.management_ip),
+        network=network,
+        datastore=datastore,
+        schema=schema or slot.datastore_schema(cfg.project),
+        api_port=slot.api_port,
+        konnectivity_port=slot.konnectivity_port,
+        mirror=cfg.mirror.endpoint if cfg.mirror else "",
+    )
 
 
-def _checked(platform: dict[str, Any], cfg: StackConfig) -> dict[str, Any]:
-    problems = team_slot_problems(platform.get("teams") or [], cfg.cluster.name, platform.get("lab", ""), cfg.tenants)
-    if platform.get("address") != cfg.cluster.management_ip:
+def record_problems(record: PlatformRecord, cfg: StackConfig, api_port: int, konnectivity_port: int) -> list[str]:
+    """Why a team stack's tenant does not match what the platform published for it (empty: it does).
+
+    Two team stacks can then never take the same ports, names or Docker containers on the platform."""
+    problems = []
+    if cfg.cluster.name != record.lab:
+        problems.append(f"cluster.name is {cfg.cluster.name!r} but the platform's lab is {record.lab!r}")
+    if str(cfg.cluster.management_ip) != record.address:
         problems.append(
-            f"cluster.managementIp is {cfg.cluster.management_ip!r} but the platform's is {platform.get('address')!r}"
+            f"cluster.managementIp is {str(cfg.cluster.management_ip)!r} but the platform's is {record.address!r}"
         )
-    mine = cfg.mirror.endpoint if cfg.mirror else None
-    theirs = platform.get("mirror") or None
-    if "mirror" in platform and theirs != mine:
+    if (api_port, konnectivity_port) != (record.api_port, record.konnectivity_port):
         problems.append(
-            f"mirror.endpoint is {mine!r} but the platform's lab pulls through {theirs!r}: the lab has one mirror"
-            if theirs
-            else f"mirror.endpoint is {mine!r} but the platform's lab has no mirror: unset it, or give the platform "
-            "stack the same one"
+            f"tenant {record.team!r} uses ports {api_port}/{konnectivity_port} but the platform reserved "
+            f"{record.api_port}/{record.konnectivity_port} for it"
         )
-    if problems:
-        raise pulumi.RunError(
-            f"this team stack does not match platform stack {cfg.platform_stack}: " + "; ".join(problems)
-        )
-    return platform
+    problems += _mirror_problems(cfg.mirror, record.mirror or None)
+    return problems
+
+
+def _mirror_problems(mirror: MirrorConfig | None, theirs: str | None) -> list[str]:
+    mine = mirror.endpoint if mirror else None
+    if theirs == mine:
+        return []
+    if theirs:
+        return [f"mirror.endpoint is {mine!r} but the platform's lab pulls through {theirs!r}: the lab has one mirror"]
+    return [f"mirror.endpoint is {mine!r} but the platform's lab has no mirror: unset it, or give the platform one"]
 
 
 def checked_token(token: str) -> str:
@@ -88,6 +86,26 @@ def checked_token(token: str) -> str:
     return token
 
 
+def read_records(cfg: StackConfig, token: str) -> dict[str, PlatformRecord]:
+    """Each tenant's platform record, read with the team's token and checked against the stack; a
+    RunError in one line otherwise."""
+    server, ca = cfg.management_server, cfg.management_ca
+    if server is None or ca is None:
+        raise ValueError("a PlatformLink needs the team stack's managementServer and managementCa")
+    records: dict[str, PlatformRecord] = {}
+    problems: list[str] = []
+    for t in cfg.tenants:
+        try:
+            record = platform_record.read_platform_record(server, ca, checked_token(token), t.name)
+        except PlatformUnreadable as exc:
+            raise pulumi.RunError(str(exc)) from None
+        problems += record_problems(record, cfg, t.api_port, t.konnectivity_port)
+        records[t.name] = record
+    if problems:
+        raise pulumi.RunError(f"this team stack does not match its platform ({server}): " + "; ".join(problems))
+    return records
+
+
 @dataclass
 class PlatformLinkArgs:
     config: StackConfig
@@ -96,33 +114,43 @@ class PlatformLinkArgs:
 
 
 class PlatformLink(pulumi.ComponentResource):
-    """StackReference to the platform + a management Provider, gated on the team check."""
+    """The platform's records for this stack's tenants + a management Provider on the team's token.
+
+    A team stack holds one tenant (its token reaches that team's namespace only); more tenants would
+    each need a readable record, and the first unreadable one stops the stack naming its namespace."""
 
     provider: k8s.Provider
     network: pulumi.Output[str]
-    datastore: pulumi.Output[str]
 
     def __init__(self, name: str, args: PlatformLinkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:PlatformLink", name, None, opts)
         cfg = args.config
-        if cfg.platform_stack is None:
-            raise ValueError("a PlatformLink needs the platform stack's name")
-        ref = pulumi.StackReference(cfg.platform_stack, opts=pulumi.ResourceOptions(parent=self))
-        platform = ref.require_output("platform").apply(lambda p: _checked(p, cfg))
-        self.network = platform.apply(lambda p: p["network"])
-        self.datastore = platform.apply(lambda p: p["datastore"])
-        self._platform = platform
-        token = args.token
-        kubeconfig = pulumi.Output.all(platform, token).apply(
-            lambda a: token_kubeconfig(
-                a[0]["managementServer"], a[0]["managementCa"], checked_token(a[1]), TEAM_ACCOUNT
-            )
+        token = pulumi.Output.from_input(args.token)
+        self._records = token.apply(lambda tok: read_records(cfg, tok))
+        self.network = self._field(lambda r: r.network)
+        # Built once the records are read and match: nothing reaches the cluster before that.
+        kubeconfig = pulumi.Output.all(self._records, token).apply(
+            lambda a: token_kubeconfig(str(cfg.management_server), str(cfg.management_ca), a[1], TEAM_ACCOUNT)
         )
         self.provider = k8s.Provider(
             f"{name}-k8s", kubeconfig=pulumi.Output.secret(kubeconfig), opts=pulumi.ResourceOptions(parent=self)
         )
         self.register_outputs({"network": self.network})
 
+    def _field(self, pick: Callable[[PlatformRecord], str], tenant: str | None = None) -> pulumi.Output[str]:
+        """One published fact of a tenant's record (or of any: the platform's own facts are the same
+        in each), not secret: the records are read with a secret, but hold none."""
+
+        def fact(records: dict[str, PlatformRecord]) -> str:
+            record = records.get(tenant) if tenant else next(iter(records.values()), None)
+            return pick(record) if record else ""
+
+        return pulumi.Output.unsecret(self._records.apply(fact))
+
+    def datastore(self, tenant: str) -> pulumi.Output[str]:
+        """The DataStore the platform named for a tenant of this stack."""
+        return self._field(lambda r: r.datastore, tenant)
+
     def schema(self, tenant: str) -> pulumi.Output[str]:
-        """The etcd keys the platform named for a tenant of this stack (checked present)."""
-        return self._platform.apply(lambda p: next(s["schema"] for s in p["teams"] if s["name"] == tenant))
+        """The etcd keys the platform named for a tenant of this stack."""
+        return self._field(lambda r: r.schema, tenant)

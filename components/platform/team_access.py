@@ -8,12 +8,15 @@ admission policy that holds the team's TenantControlPlane to an allow-list
 (`control_plane_fields`): the platform's DataStore, the schema the platform names for the team
 (compared for equality), the NodePorts the registry reserved for it, a replica cap, the pinned
 Konnectivity server version, and no field that would choose an image, an argument, a volume, a
-privilege or an exposure in the shared cluster. The team stack receives a token of that
-ServiceAccount (see `components.kube.team_token`), never the management cluster's admin.
+privilege or an exposure in the shared cluster. It also publishes there what the team stack needs
+of the platform (components.kube.platform_record), readable by the team's account and writable by
+the platform only. The team stack receives a token of that ServiceAccount (see
+`components.kube.team_token`), never the management cluster's admin nor the platform's state.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +26,7 @@ import pulumi_kubernetes as k8s
 from components.config.model import TeamSlot
 from components.config.versions import KONNECTIVITY_VERSION
 from components.domain.names import (
+    PLATFORM_RECORD,
     TEAM_ACCOUNT,
     admin_kubeconfig_secret,
     team_account_user,
@@ -39,11 +43,13 @@ READ = ["get", "list", "watch"]
 
 
 def control_plane_rules(team: str) -> list[dict[str, Any]]:
-    """In tenant-<team>: its TenantControlPlane, and read its admin kubeconfig Secret by name
-    (never the namespace's other Secrets: Kamaji's certificates and datastore credentials)."""
+    """In tenant-<team>: its TenantControlPlane, read its admin kubeconfig Secret by name (never
+    the namespace's other Secrets: Kamaji's certificates and datastore credentials), and read the
+    platform's record for it (never write it)."""
     return [
         {"apiGroups": [TCP_GROUP], "resources": ["tenantcontrolplanes"], "verbs": ALL},
         {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [admin_kubeconfig_secret(team)], "verbs": READ},
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [PLATFORM_RECORD], "verbs": ["get"]},
     ]
 
 
@@ -140,11 +146,14 @@ class TeamAccessArgs:
     datastore: pulumi.Input[str]
     # The Pulumi project: the team's DataStore schema is named from it (TeamSlot.datastore_schema).
     project: str
+    # What the platform publishes for the team (platform_link.published_record(...).data()).
+    record: pulumi.Input[Mapping[str, str]]
 
 
 class TeamAccess(pulumi.ComponentResource):
-    """One team's namespace (with its quota and limits), ServiceAccount, Role and control-plane
-    policy; the team's Role is bound only once the policy and the quota hold. Options: `provider`
+    """One team's namespace (with its quota and limits), ServiceAccount, Role, control-plane policy
+    and the platform's record for it; the team's Role is bound only once the policy and the quota
+    hold and the record is there. Options: `provider`
     the management cluster's; `depends_on` what all of it comes after (Kamaji's release)."""
 
     account: k8s.core.v1.ServiceAccount
@@ -172,6 +181,12 @@ class TeamAccess(pulumi.ComponentResource):
                 "annotations": {"pulumi.com/waitFor": f"jsonpath={{.status.used['{TCP_COUNT}']}}"},
             },
             spec={"hard": CONTROL_PLANE_QUOTA},
+            opts=on,
+        )
+        self.record = k8s.core.v1.ConfigMap(
+            f"{name}-platform-record",
+            metadata={"name": PLATFORM_RECORD, "namespace": ns},
+            data=args.record,
             opts=on,
         )
         limits = k8s.core.v1.LimitRange(
@@ -206,6 +221,8 @@ class TeamAccess(pulumi.ComponentResource):
             metadata={"name": TEAM_ACCOUNT, "namespace": ns},
             role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.metadata.name},
             subjects=[{"kind": "ServiceAccount", "name": TEAM_ACCOUNT, "namespace": tenant_namespace(team)}],
-            opts=pulumi.ResourceOptions.merge(on, pulumi.ResourceOptions(depends_on=[policy_binding, quota, limits])),
+            opts=pulumi.ResourceOptions.merge(
+                on, pulumi.ResourceOptions(depends_on=[policy_binding, quota, limits, self.record])
+            ),
         )
         self.register_outputs({"account": self.account.metadata.name})

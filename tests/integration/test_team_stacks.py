@@ -1,10 +1,11 @@
-"""Platform then team stacks on one file backend, through the real engine and StackReferences,
-against the real kube-apiserver: the platform makes each team's namespace, identity and
-control-plane policy and exports no credential; the owner grants each team a bound token with
-scripts/grant-team.sh (the admin kubeconfig given as a file, as for an adopted cluster); each
-team stack runs `up` and `destroy` on its own token; team-a's token cannot read or change
-anything of team-b's, nor Kamaji's Secrets in its own namespace, nor run anything in the
-control plane's namespace; a TenantControlPlane that reaches for another team's datastore keys
+"""Platform then team stacks through the real engine against the real kube-apiserver: the
+platform makes each team's namespace, identity, control-plane policy and published record and
+exports nothing; the owner grants each team a bound token, the API server's URL and CA with
+scripts/grant-team.sh (the admin kubeconfig given as a file, as for an adopted cluster); each team
+stack reads its record with that token (never the platform's state: the stacks are in backends of
+their own) and runs `up` and `destroy` on it; team-a's token cannot read or change anything of
+team-b's, nor write its own record, nor read Kamaji's Secrets in its own namespace, nor run
+anything in the control plane's namespace; a TenantControlPlane that reaches for another team's datastore keys
 or ports, or mounts and runs extra things, is refused. (The Docker and Kamaji parts of the
 platform and of a tenant cannot run here; these programs keep the parts that can.)"""
 
@@ -22,15 +23,15 @@ from kubernetes import client
 
 from components.config.load import load_tenants
 from components.config.versions import KONNECTIVITY_VERSION
-from components.domain.names import TEAM_ACCOUNT, datastore_schema
-from components.kube.client import api_client, cluster_ca, token_kubeconfig
+from components.domain.names import PLATFORM_RECORD, TEAM_ACCOUNT, datastore_schema
+from components.kube.client import api_client, cluster_ca, cluster_server, token_kubeconfig
 from components.kube.team_token import token_seconds_left
 from components.kube.waiting import wait_until
 from components.platform.team_access import CONTAINER_LIMITS, CONTROL_PLANE_QUOTA
 from components.tenant.control_plane import control_plane_spec
 from tests.support.cluster import start_cluster
 from tests.support.kamaji_crd import crd
-from tests.support.tools import require
+from tests.support.tools import PulumiCli, require
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = Path(__file__).parent / "programs"
@@ -82,18 +83,22 @@ def stacks(pulumi_cli, cluster, tmp_path):
         dirs[name] = tmp_path / name
         shutil.copytree(PROGRAMS / name, dirs[name])
     p = dirs["platform_stub"]
-    pulumi_cli("stack", "init", "platform", cwd=p)
-    pulumi_cli("config", "set", "--secret", "kubeconfig", cluster.kubeconfig_text, cwd=p)
-    pulumi_cli("config", "set", "cluster", json.dumps(CLUSTER), cwd=p)
-    pulumi_cli("config", "set", "teams", json.dumps(TEAMS), cwd=p)
-    pulumi_cli("up", "--yes", "--skip-preview", cwd=p)
+    # The platform's state in a backend of its own under a passphrase of its own: the team stacks
+    # could not read it if they tried.
+    (tmp_path / "platform-state").mkdir()
+    platform_cli = PulumiCli(pulumi_cli.env, tmp_path / "platform-state")
+    platform_cli.env["PULUMI_CONFIG_PASSPHRASE"] = "the platform owner's alone"
+    platform_cli("stack", "init", "platform", cwd=p)
+    platform_cli("config", "set", "--secret", "kubeconfig", cluster.kubeconfig_text, cwd=p)
+    platform_cli("config", "set", "cluster", json.dumps(CLUSTER), cwd=p)
+    platform_cli("config", "set", "teams", json.dumps(TEAMS), cwd=p)
+    platform_cli("up", "--yes", "--skip-preview", cwd=p)
     admin = tmp_path / "admin.kubeconfig"  # what the owner of an adopted cluster holds
     admin.write_text(cluster.kubeconfig_text)
 
     def team(stack: str, tenant_config: dict, grant: str | None = None) -> Path:
         work = dirs["team_link"]
         pulumi_cli("stack", "init", stack, cwd=work)
-        pulumi_cli("config", "set", "platformStack", "organization/platform-stub/platform", cwd=work)
         pulumi_cli("config", "set", "cluster", json.dumps(CLUSTER), cwd=work)
         pulumi_cli("config", "set", "tenants", json.dumps([tenant_config]), cwd=work)
         if grant:
@@ -109,10 +114,10 @@ def stacks(pulumi_cli, cluster, tmp_path):
             assert done.returncode == 0, done.stdout + done.stderr
         return work
 
-    yield team, dirs
+    yield team, dirs, platform_cli
     for stack in ("team-a", "team-b", "team-x", "a"):
         pulumi_cli("destroy", "--yes", "--stack", stack, cwd=dirs["team_link"], check=False)
-    pulumi_cli("destroy", "--yes", cwd=p, check=False)
+    platform_cli("destroy", "--yes", cwd=p, check=False)
 
 
 def control_plane(cluster, team: str) -> dict | None:
@@ -151,13 +156,11 @@ def status(call, *args, **kwargs) -> int:
 
 
 def test_teams_on_their_own_tokens(pulumi_cli, cluster, stacks):
-    team, dirs = stacks
+    team, dirs, platform_cli = stacks
     core = cluster.core()
-    platform = json.loads(pulumi_cli("stack", "output", "--json", "--show-secrets", cwd=dirs["platform_stub"]).stdout)
-    # the platform's outputs carry no credential: server and CA only
-    text = json.dumps(platform)
-    assert "managementKubeconfig" not in text and "token" not in text.lower() and "PRIVATE KEY" not in text
-    assert platform["platform"]["managementCa"] == cluster_ca(cluster.kubeconfig_text)
+    # the platform exports nothing: what a team needs is in its own namespace
+    platform = json.loads(platform_cli("stack", "output", "--json", "--show-secrets", cwd=dirs["platform_stub"]).stdout)
+    assert platform == {}
 
     work = team("team-a", tenant("team-a", 31443, 31132), grant="team-a")
     pulumi_cli("up", "--yes", "--skip-preview", "--stack", "team-a", cwd=work)
@@ -168,8 +171,14 @@ def test_teams_on_their_own_tokens(pulumi_cli, cluster, stacks):
     # admitted under the policy with the pinned Konnectivity (Kamaji's own pick for v1.35 is not published)
     for name in ("team-a", "team-b"):
         assert konnectivity_versions(cluster, name) == (KONNECTIVITY_VERSION, KONNECTIVITY_VERSION)
-    stack_file = yaml.safe_load((work / "Pulumi.team-a.yaml").read_text())
-    assert "secure" in stack_file["config"]["team-link:managementToken"]  # a Pulumi secret in the stack file
+    # the grant: the token a Pulumi secret, the API server and its CA as the admin kubeconfig names them
+    stack_file = yaml.safe_load((work / "Pulumi.team-a.yaml").read_text())["config"]
+    assert "secure" in stack_file["team-link:managementToken"]
+    assert stack_file["team-link:managementServer"] == cluster_server(cluster.kubeconfig_text)
+    assert stack_file["team-link:managementCa"] == cluster_ca(cluster.kubeconfig_text)
+    assert json.loads(pulumi_cli("stack", "output", "--json", "--stack", "team-a", cwd=work).stdout) == {
+        "network": "lab-net"
+    }
 
     token = token_of(pulumi_cli, work, "team-a")
     left = token_seconds_left(token)
@@ -187,6 +196,17 @@ def test_teams_on_their_own_tokens(pulumi_cli, cluster, stacks):
         status(a_custom.delete_namespaced_custom_object, *tcp, "tenant-team-b", "tenantcontrolplanes", "team-b") == 403
     )
     assert status(a_custom.list_cluster_custom_object, *tcp, "tenantcontrolplanes") == 403
+    # the platform's record: team-a reads its own, cannot change or delete it, nor read team-b's
+    record = a_core.read_namespaced_config_map(PLATFORM_RECORD, "tenant-team-a")
+    assert record.data["schema"] == "gpu_tenancy_team_a_team_a" and record.data["apiPort"] == "31443"
+    assert status(a_core.read_namespaced_config_map, PLATFORM_RECORD, "tenant-team-b") == 403
+    assert status(a_core.list_namespaced_config_map, "tenant-team-a") == 403
+    changed = {"data": {"datastore": "other", "schema": "gpu_tenancy_team_b_team_b"}}
+    assert status(a_core.patch_namespaced_config_map, PLATFORM_RECORD, "tenant-team-a", changed) == 403
+    assert status(a_core.replace_namespaced_config_map, PLATFORM_RECORD, "tenant-team-a", record) == 403
+    assert status(a_core.delete_namespaced_config_map, PLATFORM_RECORD, "tenant-team-a") == 403
+    made = {"metadata": {"name": "gpu-tenancy-platform-2"}, "data": {}}
+    assert status(a_core.create_namespaced_config_map, "tenant-team-a", made) == 403
     assert status(a_core.list_namespaced_secret, "tenant-team-a") == 403
     assert status(a_core.read_namespaced_secret, "team-a-datastore-config", "tenant-team-a") == 403
     assert status(a_custom.get_namespaced_custom_object, *tcp, "tenant-team-a", "tenantcontrolplanes", "team-a") == 200
@@ -202,6 +222,15 @@ def test_teams_on_their_own_tokens(pulumi_cli, cluster, stacks):
     assert status(a_apps.create_namespaced_deployment, "tenant-team-a", deployment, dry_run="All") == 403
     assert status(a_apps.create_namespaced_deployment, "tenant-team-b", deployment, dry_run="All") == 403
 
+    # a team stack holding team-b's token for team-a's tenant stops, naming the namespace it cannot read
+    b_token = token_of(pulumi_cli, work, "team-b")
+    pulumi_cli("config", "set", "--secret", "managementToken", "--stack", "team-a", cwd=work, stdin=b_token)
+    refused = pulumi_cli("preview", "--stack", "team-a", cwd=work, check=False)
+    said = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "ConfigMap gpu-tenancy-platform in namespace tenant-team-a" in said, said
+    assert "may not read it" in said and "Traceback" not in said, said
+    pulumi_cli("config", "set", "--secret", "managementToken", "--stack", "team-a", cwd=work, stdin=token)
+
     pulumi_cli("destroy", "--yes", "--stack", "team-a", cwd=work)
     assert control_plane(cluster, "team-a") is None
     assert control_plane(cluster, "team-b") == {"schema": "gpu_tenancy_team_b_team_b", "port": 31444}
@@ -213,7 +242,7 @@ def test_a_teams_control_plane_is_held_to_its_own_keys_and_ports(pulumi_cli, clu
     the program's spec passes, anything of the shared cluster's a team could choose is refused
     naming its field, the neighbour `a`'s suffix reaches none of team-a's keys, and the quota holds
     one control plane per team."""
-    team, dirs = stacks
+    team, dirs, _ = stacks
     work = team("team-a", tenant("team-a", 31443, 31132), grant="team-a")
     team("a", tenant("a", 31445, 31134), grant="a")
 

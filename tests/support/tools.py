@@ -70,10 +70,14 @@ class PulumiCli:
             self("config", "set", "--secret", "kubeconfig", kubeconfig, cwd=work)
         return work
 
-    def __call__(self, *args: str, cwd: Path, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+    def __call__(
+        self, *args: str, cwd: Path, check: bool = True, timeout: float = 600, stdin: str | None = None
+    ) -> subprocess.CompletedProcess:
+        """`stdin`: what the command reads (a secret's value is given so, never as an argument)."""
         proc = subprocess.run(
             ["pulumi", *args, "--non-interactive"],
             cwd=cwd,
+            input=stdin,
             env=self.env,
             capture_output=True,
             text=True,

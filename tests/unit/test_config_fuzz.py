@@ -88,6 +88,13 @@ def test_many_bad_values_at_once(changes):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.dictionaries(st.sampled_from(["cluster", "tenants", "hami", "role", "platformStack", "teams"]), yaml_values))
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            ["cluster", "tenants", "hami", "role", "platformStack", "teams", "managementServer", "managementCa"]
+        ),
+        yaml_values,
+    )
+)
 def test_any_top_level_shape(raw):
     check(raw)

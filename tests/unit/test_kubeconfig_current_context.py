@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import io
 import json
 from pathlib import Path
 
@@ -14,10 +15,11 @@ import yaml
 
 from components.kube import bound_token as bt
 from components.kube import client as kube
+from components.kube import team_token
 from components.kube.client import KubeconfigError
 from components.lifecycle.bootstrap_token import kubeconfig_ca_hash
 from tests.support.certs import self_signed_ca_pem
-from tests.support.harness import ROOT, TENANT_CA, TENANT_CA_HASH, load_config_file, run_program
+from tests.support.harness import TENANT_CA, TENANT_CA_HASH
 
 
 def _ca(name: str) -> str:
@@ -103,11 +105,13 @@ def test_the_token_keeper_starts_from_the_current_contexts_user_and_renews_at_it
     assert yaml.safe_load(kubeconfig)["users"][0]["user"] == {"token": CHOSEN_TOKEN}
 
 
-def test_an_adopted_management_clusters_exports_are_the_current_contexts():
-    config = {**load_config_file(ROOT / "Pulumi.platform.yaml"), "gpu-tenancy:kubeconfig": MULTI}
-    config["gpu-tenancy:cluster"] = {**config["gpu-tenancy:cluster"], "mode": "kubeconfig"}
-    out = run_program(config, stack="platform", secret_keys=("gpu-tenancy:kubeconfig",)).stack_outputs["platform"]
-    assert out["managementServer"] == "https://lab:6443" and out["managementCa"] == TENANT_CA
+def test_a_teams_grant_names_the_admin_kubeconfigs_current_context(monkeypatch, capsys):
+    """grant-team.sh sets managementServer and managementCa from the owner's admin kubeconfig: its
+    current context's cluster, whatever else the file holds."""
+    for show, expected in (("server", "https://lab:6443"), ("ca", TENANT_CA)):
+        monkeypatch.setattr("sys.stdin", io.StringIO(MULTI))
+        assert team_token.main(["--show", show]) == 0
+        assert capsys.readouterr().out == expected
 
 
 def _broken(change) -> str:

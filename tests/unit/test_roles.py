@@ -1,15 +1,18 @@
 """The three ways to run the program: lab (tested in test_graph), platform, team."""
 
 import base64
+import dataclasses
 import json
+import re
 
 import pytest
 
 from components.config.load import load_stack_config
 from components.config.problems import ConfigError
+from components.kube import platform_record
 from components.kube.client import cluster_ca, token_kubeconfig
-from components.platform.team_access import control_plane_rules
-from tests.support.harness import ROOT, TENANT_SUPER, ProgramMocks, load_config_file, provider_name, run_program
+from components.kube.platform_record import PlatformRecord, PlatformUnreadable
+from tests.support.harness import ROOT, TENANT_SUPER, load_config_file, provider_name, run_program
 
 PLATFORM = load_config_file(ROOT / "Pulumi.platform.yaml")
 TEAM_A = load_config_file(ROOT / "Pulumi.team-a.yaml")
@@ -27,126 +30,128 @@ def jwt(exp: float) -> str:
 
 TOKEN = jwt(4102444800)  # 2100-01-01
 CA = cluster_ca(TENANT_SUPER)
+SERVER = "https://172.31.0.2:6443"
+GRANT = {"gpu-tenancy:managementServer": SERVER, "gpu-tenancy:managementCa": CA}
+SECRET = ("gpu-tenancy:managementToken",)
 
 
 def team_config(config):
-    """A team stack's config with the token its platform owner set (a secret)."""
-    return {**config, "gpu-tenancy:managementToken": TOKEN}
+    """A team stack's config with the grant its platform owner set (the token a secret)."""
+    return {**config, "gpu-tenancy:managementToken": TOKEN, **GRANT}
+
+
+def record(team: str, api: int, konn: int, schema: str) -> PlatformRecord:
+    return PlatformRecord(
+        team=team,
+        lab="gpu-platform",
+        address="172.31.0.2",
+        network="gpu-platform",
+        datastore=f"{team}-etcd",
+        schema=schema,
+        api_port=api,
+        konnectivity_port=konn,
+    )
 
 
 @pytest.fixture
-def platform_outputs():
-    ProgramMocks.stack_outputs = {
-        "platform": {
-            "managementServer": "https://172.31.0.2:6443",
-            "managementCa": CA,
-            "network": "gpu-platform",
-            "lab": "gpu-platform",
-            "address": "172.31.0.2",
-            "datastore": "default",
-            "teams": [
-                # the keys the platform named (team-a's stack, say, was named prod)
-                {"name": "team-a", "apiPort": 31443, "konnectivityPort": 31132, "schema": "gpu_tenancy_prod_team_a"},
-                {"name": "team-b", "apiPort": 31444, "konnectivityPort": 31133, "schema": "gpu_tenancy_team_b_team_b"},
-            ],
-        }
+def published(monkeypatch):
+    """What the platform published in each team's namespace (the keys team-a's were named from a
+    stack called prod), read as the team stack reads it: each read is recorded, a team with none
+    is refused as the API server would refuse its token."""
+    records = {
+        "team-a": record("team-a", 31443, 31132, "gpu_tenancy_prod_team_a"),
+        "team-b": record("team-b", 31444, 31133, "gpu_tenancy_team_b_team_b"),
     }
-    yield ProgramMocks.stack_outputs
-    ProgramMocks.stack_outputs = {}
+    reads = []
+
+    def read(server, ca, token, team):
+        reads.append((server, ca, token, team))
+        if team not in records:
+            raise PlatformUnreadable(f"cannot read ConfigMap gpu-tenancy-platform in namespace tenant-{team}: 403")
+        return records[team]
+
+    monkeypatch.setattr(platform_record, "read_platform_record", read)
+    yield records, reads
 
 
-def test_platform_stack_builds_cluster_and_kamaji_and_exports_for_teams():
+def test_platform_stack_builds_cluster_and_kamaji_and_publishes_for_teams():
     rec = run_program(PLATFORM, stack="platform")
     types = {r.type for r in rec.registrations}
     assert "gpu-tenancy:index:ManagementCluster" in types and "gpu-tenancy:index:KamajiPlatform" in types
     assert "gpu-tenancy:index:GpuTenant" not in types
-    out = rec.stack_outputs["platform"]
-    assert out["network"] == "gpu-platform" and out["lab"] == "gpu-platform" and out["address"] == "172.31.0.2"
-    # no credential anywhere in what the platform exports; team stacks get server and CA only
-    assert "managementKubeconfig" not in rec.stack_outputs
-    assert out["managementServer"] == "https://172.31.0.2:6443" and out["managementCa"]
-    assert "secret" not in json.dumps(out) and "token" not in json.dumps(out).lower()
-    assert out["teams"] == [
-        {"name": "team-a", "apiPort": 31443, "konnectivityPort": 31132, "schema": "gpu_tenancy_team_a_team_a"},
-        {"name": "team-b", "apiPort": 31444, "konnectivityPort": 31133, "schema": "gpu_tenancy_team_b_team_b"},
-    ]
+    # no credential anywhere in what the platform exports, and nothing a team stack would read
+    assert "managementKubeconfig" not in rec.stack_outputs and "platform" not in rec.stack_outputs
+    for name, api, konn in (("team-a", 31443, 31132), ("team-b", 31444, 31133)):
+        cm = rec.named(f"team-{name}-platform-record").inputs
+        assert cm["metadata"] == {"name": "gpu-tenancy-platform", "namespace": f"tenant-{name}"}
+        schema = f"gpu_tenancy_{name.replace('-', '_')}_{name.replace('-', '_')}"
+        assert PlatformRecord.from_data(cm["data"], "test") == PlatformRecord(
+            team=name,
+            lab="gpu-platform",
+            address="172.31.0.2",
+            network="gpu-platform",
+            datastore="default",
+            schema=schema,
+            api_port=api,
+            konnectivity_port=konn,
+        )
+        text = json.dumps(cm["data"]).lower()
+        assert "token" not in text and "private key" not in text and "certificate" not in text
 
 
-def test_platform_stack_gives_each_team_its_own_limited_identity():
-    rec = run_program(PLATFORM, stack="platform")
-    for name in ("team-a", "team-b"):
-        assert rec.named(f"team-{name}-ns").inputs["metadata"]["name"] == f"tenant-{name}"
-        account = rec.named(f"team-{name}-account").inputs["metadata"]
-        assert account == {"name": "gpu-tenancy-team", "namespace": f"tenant-{name}"}
-        assert rec.named(f"team-{name}-role").inputs["rules"] == control_plane_rules(name)
-        # one namespace per team: KWOK runs on the lab host, not in the shared cluster
-        assert not [r for r in rec.registrations if r.name.startswith(f"team-{name}-") and r.name.endswith("sim-ns")]
-        binding = rec.named(f"team-{name}-tcp-policy-binding").inputs["spec"]
-        assert binding["matchResources"]["namespaceSelector"]["matchLabels"] == {
-            "kubernetes.io/metadata.name": f"tenant-{name}"
-        }
-    # nothing cluster-wide is granted to a team
-    assert not [r for r in rec.registrations if r.type.startswith("kubernetes:rbac.authorization.k8s.io/v1:Cluster")]
-
-
-def test_a_team_stack_without_its_token_stops_naming_the_key():
+def test_a_team_stack_without_its_grant_stops_naming_each_key():
     with pytest.raises(ConfigError) as err:
         load_stack_config("gpu-tenancy", raw(TEAM_A))
-    assert [k for k, _ in err.value.problems] == ["gpu-tenancy:managementToken"]
-    assert "scripts/grant-team.sh" in err.value.problems[0][1]
+    assert [k for k, _ in err.value.problems] == [
+        "gpu-tenancy:managementToken",
+        "gpu-tenancy:managementServer",
+        "gpu-tenancy:managementCa",
+    ]
+    assert all("scripts/grant-team.sh" in said for _, said in err.value.problems)
 
 
-def test_an_expired_team_token_stops_with_a_plain_error(platform_outputs):
+def test_an_expired_team_token_stops_with_a_plain_error(published):
     with pytest.raises(Exception, match="managementToken expired .* renew it"):
         run_program(
-            {**TEAM_A, "gpu-tenancy:managementToken": jwt(1000)},
-            stack="team-a",
-            secret_keys=("gpu-tenancy:managementToken",),
+            {**team_config(TEAM_A), "gpu-tenancy:managementToken": jwt(1000)}, stack="team-a", secret_keys=SECRET
         )
+    assert published[1] == []  # nothing was asked of the management cluster
 
 
 @pytest.mark.parametrize(("config", "team", "stack"), [(TEAM_A, "team-a", "team-a"), (TEAM_B, "team-b", "team-b")])
-def test_team_stack_creates_only_its_tenant_on_the_platform(platform_outputs, config, team, stack):
-    rec = run_program(team_config(config), stack=stack, secret_keys=("gpu-tenancy:managementToken",))
+def test_team_stack_creates_only_its_tenant_on_the_platform(published, config, team, stack):
+    rec = run_program(team_config(config), stack=stack, secret_keys=SECRET)
     types = {r.type for r in rec.registrations}
     assert "gpu-tenancy:index:ManagementCluster" not in types and "gpu-tenancy:index:KamajiPlatform" not in types
     assert not [r for r in rec.registrations if r.name.startswith("management-")]
-    (ref,) = rec.of_type("pulumi:pulumi:StackReference")
-    assert ref.name == "organization/gpu-tenancy/platform"
+    # the platform is read from the management cluster with the team's grant, never its state
+    assert not rec.of_type("pulumi:pulumi:StackReference")
+    assert published[1] == [(SERVER, CA, TOKEN, team)]
     assert [r.name for r in rec.of_type("gpu-tenancy:index:GpuTenant")] == [team]
     tcp = rec.named(f"{team}-cp-tcp")
     assert tcp.provider.split("::")[-2] == "platform-k8s"
     # the team's own token, never the admin; the namespaces are the platform's (not created here)
-    expected = token_kubeconfig("https://172.31.0.2:6443", CA, TOKEN, "gpu-tenancy-team")
+    expected = token_kubeconfig(SERVER, CA, TOKEN, "gpu-tenancy-team")
     assert rec.named("platform-k8s").inputs["kubeconfig"] == {"secret": expected}
     assert all(provider_name(n) == f"{team}-cp-k8s" for n in rec.of_type("kubernetes:core/v1:Namespace"))
     worker = rec.named(f"{team}-worker-0-container").inputs
     assert worker["name"] == f"gpu-platform-{team}-worker-0"
     assert worker["networksAdvanced"][0]["name"] == "gpu-platform"
-    # the keys the platform named for the team, not ones of the team stack's own making
-    (slot,) = [s for s in platform_outputs["platform"]["teams"] if s["name"] == team]
-    assert tcp.inputs["spec"]["dataStoreSchema"] == tcp.inputs["spec"]["dataStoreUsername"] == slot["schema"]
+    # the DataStore and keys the platform named for the team, not ones of the team stack's own making
+    mine = published[0][team]
+    assert tcp.inputs["spec"]["dataStore"] == mine.datastore
+    assert tcp.inputs["spec"]["dataStoreSchema"] == tcp.inputs["spec"]["dataStoreUsername"] == mine.schema
 
 
-def test_a_team_stack_on_a_platform_that_names_no_keys_stops_saying_so(platform_outputs):
-    for slot in platform_outputs["platform"]["teams"]:
-        del slot["schema"]
-    with pytest.raises(Exception, match="names no etcd keys for tenant 'team-a'.*`pulumi up` on the platform stack"):
-        run_program(team_config(TEAM_A), stack="team-a", secret_keys=("gpu-tenancy:managementToken",))
-
-
-def test_the_platform_names_each_teams_keys():
-    rec = run_program(PLATFORM, stack="platform")
-    schemas = {t["name"]: t["schema"] for t in rec.stack_outputs["platform"]["teams"]}
-    assert schemas == {"team-a": "gpu_tenancy_team_a_team_a", "team-b": "gpu_tenancy_team_b_team_b"}
-    policy = rec.named("team-team-a-tcp-policy").inputs["spec"]
-    (rule,) = [v["expression"] for v in policy["validations"] if "dataStoreSchema" in v["message"]]
-    assert "== 'gpu_tenancy_team_a_team_a'" in rule and "endsWith" not in rule
+def test_a_team_stack_whose_record_cannot_be_read_stops_naming_the_namespace(published):
+    del published[0]["team-a"]
+    with pytest.raises(Exception, match="namespace tenant-team-a"):
+        run_program(team_config(TEAM_A), stack="team-a", secret_keys=SECRET)
 
 
 def test_two_team_stacks_cannot_collide():
-    a = load_stack_config("gpu-tenancy", raw(TEAM_A), management_token_given=True)
-    b = load_stack_config("gpu-tenancy", raw(TEAM_B), management_token_given=True)
+    a = load_stack_config("gpu-tenancy", raw(team_config(TEAM_A)), management_token_given=True)
+    b = load_stack_config("gpu-tenancy", raw(team_config(TEAM_B)), management_token_given=True)
     ta, tb = a.tenants[0], b.tenants[0]
     assert ta.name != tb.name
     assert {ta.api_port, ta.konnectivity_port}.isdisjoint({tb.api_port, tb.konnectivity_port})
@@ -157,24 +162,63 @@ def test_two_team_stacks_cannot_collide():
     }
 
 
-def test_team_stack_that_does_not_match_the_registry_stops(platform_outputs):
-    config = {**TEAM_A, "gpu-tenancy:tenants": [dict(TEAM_A["gpu-tenancy:tenants"][0], apiPort=31444)]}
-    with pytest.raises(Exception, match="reserved 31443/31132 for it"):
-        run_program(team_config(config), stack="team-a", secret_keys=("gpu-tenancy:managementToken",))
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"tenants[0].apiPort": 31444}, "uses ports 31444/31132 but the platform reserved 31443/31132 for it"),
+        ({"tenants[0].konnectivityPort": 31133}, "uses ports 31443/31133 but the platform reserved 31443/31132"),
+        ({"cluster.name": "other-lab"}, "cluster.name is 'other-lab' but the platform's lab is 'gpu-platform'"),
+        ({"cluster.managementIp": "172.31.0.3"}, "cluster.managementIp is '172.31.0.3' but the platform's is"),
+    ],
+)
+def test_team_stack_that_does_not_match_its_record_stops(published, change, said):
+    config = json.loads(json.dumps(team_config(TEAM_A)))
+    for path, value in change.items():
+        section, key = path.split(".")
+        node = config[f"gpu-tenancy:{section.removesuffix('[0]')}"]
+        (node[0] if section.endswith("[0]") else node)[key] = value
+    with pytest.raises(Exception, match=re.escape(said)):
+        run_program(config, stack="team-a", secret_keys=SECRET)
 
 
 @pytest.mark.parametrize(
     ("change", "key", "text"),
     [
         ({"gpu-tenancy:role": "cluster"}, "gpu-tenancy:role", "must be one of lab, platform, team"),
-        ({"gpu-tenancy:platformStack": "platform"}, "gpu-tenancy:platformStack", "<org>/<project>/<stack>"),
+        ({"gpu-tenancy:platformStack": "org/gpu-tenancy/platform"}, "gpu-tenancy:platformStack", "is gone"),
+        ({"gpu-tenancy:managementServer": "http://172.31.0.2:6443"}, "gpu-tenancy:managementServer", "https://"),
+        ({"gpu-tenancy:managementServer": "172.31.0.2:6443"}, "gpu-tenancy:managementServer", "https://"),
+        ({"gpu-tenancy:managementCa": "not base64!"}, "gpu-tenancy:managementCa", "certificate-authority-data"),
+        (  # base64, but of no certificate
+            {"gpu-tenancy:managementCa": base64.b64encode(b"hello").decode()},
+            "gpu-tenancy:managementCa",
+            "base64 of PEM",
+        ),
     ],
 )
 def test_bad_team_config(change, key, text):
     with pytest.raises(ConfigError) as err:
-        load_stack_config("gpu-tenancy", raw({**TEAM_A, **change}), management_token_given=True)
+        load_stack_config("gpu-tenancy", raw({**team_config(TEAM_A), **change}), management_token_given=True)
     assert [k for k, _ in err.value.problems] == [key]
     assert text in err.value.problems[0][1]
+
+
+def test_a_team_stack_holds_one_tenant():
+    second = dict(TEAM_B["gpu-tenancy:tenants"][0])
+    config = {**team_config(TEAM_A), "gpu-tenancy:tenants": [*TEAM_A["gpu-tenancy:tenants"], second]}
+    with pytest.raises(ConfigError) as err:
+        load_stack_config("gpu-tenancy", raw(config), management_token_given=True)
+    ((key, said),) = err.value.problems
+    assert key == "gpu-tenancy:tenants" and "tenant-team-a only" in said and "team-a, team-b" in said
+
+
+@pytest.mark.parametrize("key", ["gpu-tenancy:managementServer", "gpu-tenancy:managementCa"])
+@pytest.mark.parametrize("config", [PLATFORM, ROOT / "Pulumi.dev.yaml"])
+def test_only_a_team_stack_holds_a_grant(key, config):
+    config = load_config_file(config) if isinstance(config, type(ROOT)) else config
+    with pytest.raises(ConfigError) as err:
+        load_stack_config("gpu-tenancy", raw({**config, key: GRANT[key]}))
+    assert [k for k, _ in err.value.problems] == [key]
 
 
 def test_platform_registry_rejects_duplicates_and_tenants():
@@ -242,22 +286,24 @@ def test_a_registry_whose_teams_would_share_keys_or_name_no_stack_is_refused(tea
         (None, "http://172.17.0.1:5000", "the platform's lab has no mirror"),
     ],
 )
-def test_a_team_stack_pulls_through_the_labs_one_mirror(platform_outputs, platform_mirror, team_mirror, said):
-    platform_outputs["platform"]["mirror"] = platform_mirror or ""
+def test_a_team_stack_pulls_through_the_labs_one_mirror(published, platform_mirror, team_mirror, said):
+    records = published[0]
+    records["team-a"] = dataclasses.replace(records["team-a"], mirror=platform_mirror or "")
     config = team_config(TEAM_A)
     if team_mirror:
         config["gpu-tenancy:mirror"] = {"endpoint": team_mirror}
     with pytest.raises(Exception, match=said):
-        run_program(config, stack="team-a", secret_keys=("gpu-tenancy:managementToken",))
+        run_program(config, stack="team-a", secret_keys=SECRET)
     config["gpu-tenancy:mirror"] = {"endpoint": platform_mirror} if platform_mirror else None
     if config["gpu-tenancy:mirror"] is None:
         del config["gpu-tenancy:mirror"]
-    rec = run_program(config, stack="team-a", secret_keys=("gpu-tenancy:managementToken",))
+    rec = run_program(config, stack="team-a", secret_keys=SECRET)
     worker = next(r for r in rec.of_type("docker:index/container:Container") if "worker" in r.name)
     assert bool(worker.inputs.get("uploads")) == bool(platform_mirror)
 
 
-def test_the_platform_exports_its_mirror():
+def test_the_platform_publishes_its_mirror():
     config = {**PLATFORM, "gpu-tenancy:mirror": {"endpoint": "http://172.17.0.1:5000"}}
-    assert run_program(config, stack="platform").stack_outputs["platform"]["mirror"] == "http://172.17.0.1:5000"
-    assert run_program(PLATFORM, stack="platform").stack_outputs["platform"]["mirror"] == ""
+    data = run_program(config, stack="platform").named("team-team-a-platform-record").inputs["data"]
+    assert data["mirror"] == "http://172.17.0.1:5000"
+    assert run_program(PLATFORM, stack="platform").named("team-team-a-platform-record").inputs["data"]["mirror"] == ""
