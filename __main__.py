@@ -15,9 +15,9 @@ from components.config.model import MANAGEMENT_TOKEN_KEY, MODE_KUBECONFIG, ROLE_
 from components.config.problems import ConfigError
 from components.platform.kamaji import KamajiPlatform, KamajiPlatformArgs
 from components.platform.management_cluster import ManagementCluster, ManagementClusterArgs
-from components.platform.platform_link import PlatformLink, PlatformLinkArgs, published_record
+from components.platform.platform_link import PlatformLink, PlatformLinkArgs
 from components.platform.release_controller_image import ReleaseControllerImage, ReleaseControllerImageArgs
-from components.platform.team_access import TeamAccess, TeamAccessArgs
+from components.platform.teams import register_teams
 from components.tenant.gpu_tenant import GpuTenant, GpuTenantArgs
 
 project = pulumi.get_project()
@@ -55,6 +55,7 @@ else:
             kubeconfig=cluster.kubeconfig,
             cert_manager_chart=cfg.chart("certManager"),
             kamaji_chart=cfg.chart("kamaji"),
+            shared_datastore=cfg.role == ROLE_LAB,
         ),
         opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=cluster.ready),
     )
@@ -62,14 +63,14 @@ else:
     datastore_of, schema_of = (lambda _tenant: platform.datastore_name), partial(cfg.datastore_schema, stack)
     if cfg.role == ROLE_LAB:  # one person's whole lab; a platform exports no credential
         pulumi.export("managementKubeconfig", cluster.kubeconfig)
-    if cfg.role == ROLE_PLATFORM:
-        for slot in cfg.teams:
-            record = network.apply(lambda n, slot=slot: published_record(slot, cfg, n, platform.datastore_name).data())
-            TeamAccess(
-                f"team-{slot.name}",
-                TeamAccessArgs(team=slot, datastore=platform.datastore_name, project=project, record=record),
-                opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[platform.release]),
-            )
+    if cfg.role == ROLE_PLATFORM:  # per team: its own etcd and DataStore, access and record
+        register_teams(
+            cfg,
+            network,
+            cluster.kubeconfig,
+            cfg.chart("kamajiEtcd"),
+            pulumi.ResourceOptions(provider=cluster.provider, depends_on=[platform.release]),
+        )
 
 release_controller_image = (
     ReleaseControllerImage(
@@ -80,7 +81,7 @@ release_controller_image = (
             python_index_ca=cfg.images.python_index_ca_cert,
         ),
     )
-    if cfg.tenants
+    if any(t.runs_controllers for t in cfg.tenants)
     else None
 )
 for t in cfg.tenants:
@@ -95,7 +96,7 @@ for t in cfg.tenants:
             network=network,
             datastore=datastore_of(t.name),
             bootstrap_token_minutes=cfg.cluster.bootstrap_token_minutes,
-            release_controller_image=release_controller_image.ref,
+            release_controller_image=release_controller_image.ref if release_controller_image else "",
             owns_namespaces=cfg.role != ROLE_TEAM,
             node_image=cfg.cluster.node_image,
             images=cfg.images,

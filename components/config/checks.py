@@ -142,12 +142,12 @@ def _pool_checks(t: TenantConfig, path: str, fail: Callable[[str, str], None]) -
         if pool.join_token_hours is not None and pool.mode != POOL_EXTERNAL:
             fail(f"{where}.joinTokenHours", f"only external pools get a join token (this pool is {pool.mode})")
     if not t.pools:
-        fail(f"{path}.pools", "needs at least one pool, with at least one docker node")
-    elif not t.docker_nodes:
+        fail(f"{path}.pools", "needs at least one pool: a docker pool, or an external pool of the team's machines")
+    elif not t.docker_nodes and not t.pools_of(POOL_EXTERNAL):
         fail(
             f"{path}.pools",
-            "needs a docker pool: HAMi's scheduler, CoreDNS and the Konnectivity agent must really run, "
-            "and simulated or not-yet-joined nodes cannot run them; add {name: worker, mode: docker, nodes: 1}",
+            "needs a docker or an external pool: HAMi's scheduler, CoreDNS and the Konnectivity agent must really "
+            "run, and simulated nodes cannot run them; add {name: worker, mode: docker, nodes: 1}",
         )
     elif t.docker_nodes > MAX_WORKERS:
         fail(f"{path}.pools", f"{t.docker_nodes} docker nodes in all; a tenant has at most {MAX_WORKERS}")

@@ -106,10 +106,17 @@ def images(cfg: StackConfig) -> list[Need]:
             )
         needs += [Need(ref, MANAGEMENT, "cert-manager (chart default)") for ref in versions.CERT_MANAGER_IMAGES]
         needs.append(Need(versions.KAMAJI_IMAGE, MANAGEMENT, "Kamaji's controller"))
-        needs += [
-            Need(ref, MANAGEMENT, "kamaji-etcd, Kamaji's default DataStore") for ref in versions.KAMAJI_ETCD_IMAGES
-        ]
-    if cfg.tenants:
+        if cfg.role == ROLE_PLATFORM:  # each team's own etcd: certificates by cert-manager, no cfssl
+            needs += [
+                Need(ref, MANAGEMENT, "kamaji-etcd, each team's own DataStore")
+                for ref in versions.KAMAJI_ETCD_IMAGES
+                if ref != versions.KAMAJI_ETCD_CFSSL_IMAGE
+            ]
+        else:
+            needs += [
+                Need(ref, MANAGEMENT, "kamaji-etcd, Kamaji's default DataStore") for ref in versions.KAMAJI_ETCD_IMAGES
+            ]
+    if any(t.runs_controllers for t in cfg.tenants):
         needs.append(
             Need(
                 cfg.images.releaser_base,
@@ -130,7 +137,9 @@ def images(cfg: StackConfig) -> list[Need]:
 
 def charts(cfg: StackConfig) -> list[tuple[str, ChartSource]]:
     """(config key, source) of each chart the stack installs."""
-    keys = {ROLE_TEAM: ("hami",), ROLE_PLATFORM: ("certManager", "kamaji")}.get(cfg.role, tuple(CHARTS))
+    keys = {ROLE_TEAM: ("hami",), ROLE_PLATFORM: ("certManager", "kamaji", "kamajiEtcd")}.get(
+        cfg.role, ("certManager", "kamaji", "hami")
+    )
     return [(k, cfg.chart(k)) for k in keys]
 
 

@@ -52,6 +52,7 @@ from components.domain.names import (
     datastore_schema,
     kwok_name,
     release_controller_container,
+    team_datastore,
     worker_name,
     workload_resource,
 )
@@ -358,7 +359,7 @@ class TenantConfig(Section):
     ) = Field(versions.DEFAULT_TENANT_VERSION, description="one with a pinned worker image")
     pools: Annotated[tuple[PoolConfig, ...], BeforeValidator(list_of("pools"))] = Field(
         DEFAULT_POOLS,
-        description="worker pools: `name`, `mode`, `nodes` (default: one docker worker); at least one docker node",
+        description="worker pools: `name`, `mode`, `nodes` (default: one docker worker); a docker or an external pool",
     )
     gpu: section(GpuFleet) = Field(
         description="`model` and `cardsPerNode` of the tenant's GPU nodes (a pool's own `gpu` overrides it)"
@@ -411,6 +412,18 @@ class TenantConfig(Section):
     @property
     def docker_nodes(self) -> int:
         return sum(p.nodes for p in self.pools_of(POOL_DOCKER))
+
+    @property
+    def system_pool_mode(self) -> str:
+        """Where the tenant's system pods (HAMi's scheduler, CoreDNS, the Konnectivity agent) run:
+        its docker workers, else its own machines (a tenant of external pools only)."""
+        return POOL_DOCKER if self.pools_of(POOL_DOCKER) else POOL_EXTERNAL
+
+    @property
+    def runs_controllers(self) -> bool:
+        """Whether the stack runs the controllers' image for this tenant (its release controller,
+        or KWOK's token keeper), which it builds on the Docker host first."""
+        return not self.real_gpus or bool(self.pools_of(POOL_KWOK))
 
     def node_names(self, lab: str, pool: PoolConfig) -> list[str]:
         """Names of the nodes this stack makes for a pool (external machines name themselves)."""
@@ -546,6 +559,7 @@ CHARTS = {
     "certManager": (versions.CERT_MANAGER_CHART, versions.CERT_MANAGER_VERSION, versions.CERT_MANAGER_REPO),
     "kamaji": (versions.KAMAJI_CHART, versions.KAMAJI_CHART_VERSION, versions.KAMAJI_REPO),
     "hami": (versions.HAMI_CHART, versions.HAMI_CHART_VERSION, versions.HAMI_REPO),
+    "kamajiEtcd": (versions.KAMAJI_ETCD_CHART, versions.KAMAJI_ETCD_CHART_VERSION, versions.KAMAJI_REPO),
 }
 _CHART_SOURCE = string(None, "a chart repository URL, an oci:// reference or a directory", 1024)
 
@@ -570,6 +584,17 @@ class ChartsConfig(Section):
         description=f"HAMi {versions.HAMI_CHART_VERSION}: a repository URL (default {versions.HAMI_REPO}), "
         f"`oci://host/path/hami:{versions.HAMI_CHART_VERSION}` or a directory",
     )
+    kamaji_etcd: _CHART_SOURCE | None = Field(
+        None,
+        alias="kamajiEtcd",
+        description=f"platform stacks: kamaji-etcd {versions.KAMAJI_ETCD_CHART_VERSION}, each team's own etcd: a "
+        f"repository URL (default {versions.KAMAJI_REPO}), an oci:// reference or a directory (the Kamaji "
+        "chart's charts/kamaji-etcd)",
+    )
+
+
+# A team's own etcd on a platform (TeamSlot.etcd_quota_mb): etcd's default quota is 2 GiB.
+ETCD_QUOTA_MB_MIN, ETCD_QUOTA_MB_DEFAULT, ETCD_QUOTA_MB_MAX = 256, 2048, 8192
 
 
 class TeamSlot(Section):
@@ -586,11 +611,22 @@ class TeamSlot(Section):
         description="the team stack's name where it is not the team's: its control plane's etcd keys "
         "are named from it (Kamaji's are immutable, so a team keeps its stack's)",
     )
+    etcd_quota_mb: integer(ETCD_QUOTA_MB_MIN, ETCD_QUOTA_MB_MAX, " MB") = Field(
+        ETCD_QUOTA_MB_DEFAULT,
+        description="the size quota of the team's own etcd (its --quota-backend-bytes): at it, etcd raises its "
+        "space alarm and the team's control plane turns read-only; its volume holds twice as much",
+    )
 
     def datastore_schema(self, project: str) -> str:
-        """The team's etcd key prefix and user on the shared DataStore: the platform names it (and
-        exports it to the team stack), its policy holds the team to it by equality."""
+        """The team's etcd key prefix and user in its DataStore: the platform names it (and
+        publishes it to the team stack), its policy holds the team to it by equality."""
         return datastore_schema(project, self.stack or self.name, self.name)
+
+    @property
+    def datastore(self) -> str:
+        """The Kamaji DataStore of the team's own etcd (cluster-scoped, so named apart from the lab's
+        shared `default`)."""
+        return team_datastore(self.name)
 
 
 @dataclass(frozen=True)

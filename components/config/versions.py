@@ -25,6 +25,10 @@ KAMAJI_CHART = "kamaji"
 KAMAJI_REPO = "https://clastix.github.io/charts"
 KAMAJI_CHART_VERSION = "0.0.0+latest"
 KAMAJI_IMAGE_TAG = "26.8.2-edge"
+# Each team's own etcd on a platform: the chart the Kamaji chart above carries as its dependency
+# (clastix/kamaji-etcd v0.17.0, etcd KAMAJI_ETCD_VERSION), installed once per team.
+KAMAJI_ETCD_CHART = "kamaji-etcd"
+KAMAJI_ETCD_CHART_VERSION = "0.17.0"
 KAMAJI_IMAGE = f"docker.io/clastix/kamaji:{KAMAJI_IMAGE_TAG}"
 # Each tenant's CoreDNS, named in its TenantControlPlane (addons.coreDNS): Kamaji 26.8.2-edge's own
 # pick (its kubeadm, k8s.io/kubernetes v1.36.3, constants.CoreDNSVersion) where the spec names none.

@@ -123,6 +123,11 @@ def team_account_user(team: str) -> str:
     return f"system:serviceaccount:{tenant_namespace(team)}:{TEAM_ACCOUNT}"
 
 
+def team_datastore(team: str) -> str:
+    """A team's own Kamaji DataStore on a platform, its etcd's Helm release and namespace."""
+    return f"etcd-{team}"
+
+
 def datastore_schema(project: str, stack: str, tenant: str) -> str:
     """A lab tenant's etcd key prefix and user; immutable in Kamaji, so derived from stable names
     only. Tenant names are unique within a stack, and a lab's DataStore is its own."""

@@ -4,7 +4,10 @@ The DataStore comes with Kamaji's chart and carries Kamaji's finalizer, which on
 controller removes (once no TenantControlPlane uses it). Uninstalling the chart deletes the
 controller and the DataStore together: the finalizer is never removed, and Helm waits for the
 DataStore forever. So the stack deletes the DataStore first, after the tenants and before the
-chart, and waits for Kamaji to let it go; tenants still on it (another stack's) are named.
+chart, and waits for Kamaji to let it go. A DataStore that control planes still use (another
+stack's: a team's, when the platform drops the team or is destroyed first) is not deleted at all:
+a deleted DataStore cannot be taken back, and Kamaji would stop reconciling the tenants on it. The
+refusal names them, before anything else of its stack is removed.
 """
 
 from __future__ import annotations
@@ -46,7 +49,14 @@ def _exists(core: CoreV1Api, name: str) -> bool:
 
 
 def delete_datastore(core: CoreV1Api, name: str, timeout: float, interval: float = 2.0) -> None:
-    """Delete the DataStore and wait until it is gone; a DataStore already gone is done."""
+    """Delete the DataStore and wait until it is gone; a DataStore already gone is done; one that
+    control planes use is left as it is (DataStoreInUseError naming them)."""
+    users = tenants_using(core, name)
+    if users:
+        raise DataStoreInUseError(
+            f"Kamaji's DataStore {name} is not removed: TenantControlPlanes still use it ({', '.join(users)}); "
+            "destroy their stacks first (a team's: `pulumi destroy` of its stack), then run this one again"
+        )
     try:
         custom_objects_api_of(core).delete_cluster_custom_object(GROUP, VERSION, "datastores", name)
     except Exception as exc:

@@ -1,4 +1,5 @@
-"""KamajiPlatform: cert-manager, then Kamaji with its default etcd DataStore, at pinned versions."""
+"""KamajiPlatform: cert-manager, then Kamaji, at pinned versions; on a lab, with its default etcd
+DataStore every tenant shares (a platform gives each team a DataStore of its own, TeamDataStore)."""
 
 from __future__ import annotations
 
@@ -34,8 +35,12 @@ def _kamaji_etcd_image(ref: str, key: str = "image") -> dict[str, str]:
     return {key: repository, "tag": tag}
 
 
-def kamaji_values() -> dict[str, Any]:
-    """Chart values: image pinned (the chart alone would pull :latest with pullPolicy Always)."""
+def kamaji_values(shared_datastore: bool = True) -> dict[str, Any]:
+    """Chart values: image pinned (the chart alone would pull :latest with pullPolicy Always); the
+    shared etcd and its default DataStore on a lab only (`shared_datastore`): on a platform, no
+    default, so a control plane that names no DataStore of its own gets none."""
+    if not shared_datastore:
+        return {**kamaji_values(), "defaultDatastoreName": "", "kamaji-etcd": {"deploy": False}}
     return {
         "image": {"tag": versions.KAMAJI_IMAGE_TAG, "pullPolicy": "IfNotPresent"},
         "telemetry": {"disabled": True},
@@ -67,6 +72,8 @@ class KamajiPlatformArgs:
     # Where each chart comes from (config `charts.certManager`, `charts.kamaji`); None: its repository.
     cert_manager_chart: ChartSource | None = None
     kamaji_chart: ChartSource | None = None
+    # A lab's one etcd for every tenant (False on a platform: each team has its own).
+    shared_datastore: bool = True
 
 
 class KamajiPlatform(pulumi.ComponentResource):
@@ -81,7 +88,7 @@ class KamajiPlatform(pulumi.ComponentResource):
 
     release: k8s.helm.v3.Release
     datastore_name: str
-    datastore: DataStoreTeardown
+    datastore: DataStoreTeardown | None
 
     def __init__(self, name: str, args: KamajiPlatformArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-tenancy:index:KamajiPlatform", name, None, opts)
@@ -93,10 +100,14 @@ class KamajiPlatform(pulumi.ComponentResource):
         )
         self.release = helm_release(
             f"{name}-kamaji",
-            HelmReleaseArgs(KAMAJI, KAMAJI_NAMESPACE, kamaji_values(), args.kamaji_chart),
+            HelmReleaseArgs(KAMAJI, KAMAJI_NAMESPACE, kamaji_values(args.shared_datastore), args.kamaji_chart),
             pulumi.ResourceOptions(parent=self, depends_on=[self.cert_manager, *first]),
         )
         self.datastore_name = DEFAULT_DATASTORE
+        self.datastore = None
+        if not args.shared_datastore:
+            self.register_outputs({"kamaji": self.release.status})
+            return
         # Tenants depend on this, so on destroy: tenants, then the DataStore (Kamaji running),
         # then the chart.
         self.datastore = DataStoreTeardown(

@@ -65,7 +65,7 @@ def control_plane_policy(slot: TeamSlot, datastore: str, project: str) -> dict[s
         return {"expression": expression, "message": f"team {team}'s control plane: {message}"}
 
     held = [
-        rule(equals("spec.dataStore", datastore), f"spec.dataStore must be the platform's ({datastore!r})"),
+        rule(equals("spec.dataStore", datastore), f"spec.dataStore must be the team's own DataStore ({datastore!r})"),
         rule(
             f"{equals('spec.dataStoreSchema', schema)} && {equals('spec.dataStoreUsername', schema)}",
             f"spec.dataStoreSchema and spec.dataStoreUsername must be {schema!r} (the team's own keys)",

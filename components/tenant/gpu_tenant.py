@@ -24,6 +24,7 @@ from components.domain.requests import Demand, total_usage
 from components.lifecycle.bootstrap_token import kubeconfig_ca_hash
 from components.nodes.registry_mirror import CONTAINERD, mirror_files
 from components.platform.component_options import waits_for
+from components.providers.machines_joined import MachinesJoined
 from components.providers.node_handover import NodeSettled
 from components.providers.simulated_nodes import SimulatedNodes
 from components.tenant.control_plane import ControlPlane, ControlPlaneArgs
@@ -75,10 +76,11 @@ class GpuTenant(pulumi.ComponentResource):
     TenantKubeProxy -> docker workers one at a time (each: NodeDrain, container, join, its fake
     cards, NodeSettled; so an upgrade replaces them one by one, each settled before the next is
     drained), SimulatedNodes + one KwokController (kwok), ExternalPool (a join for the team's
-    machines) -> TenantNetwork (needs a worker's image) -> Hami after the last worker settled
-    (needs Ready nodes; waits for its webhook and for every fake card to be registered; in an
-    upgrade its kube-scheduler follows the workers); ReleaseController beside them (fake cards
-    only); GpuQuota; then the workloads, once HAMi is ready and the release controller runs.
+    machines; in a tenant of those only, MachinesJoined: one of them Ready) -> TenantNetwork
+    (needs a worker's image) -> Hami after the last worker settled (needs Ready nodes; waits for
+    its webhook and for every fake card to be registered; in an upgrade its kube-scheduler follows
+    the workers); ReleaseController beside them (fake cards only); GpuQuota; then the workloads,
+    once HAMi is ready and the release controller runs.
     """
 
     def __init__(self, name: str, args: GpuTenantArgs, opts: pulumi.ResourceOptions | None = None):
@@ -110,6 +112,7 @@ class GpuTenant(pulumi.ComponentResource):
         self.network = self._pod_network(name, args, on_tenant)
         self.kwok, self.simulated = self._kwok_pools(name, args, on_tenant, endpoint)
         self.external = self._external_pools(name, args, on_tenant, endpoint, ca_hash)
+        self.machines = self._machines(name, args, on_tenant)
         self.summary = inventory_summary(t.fleet)
 
         # After the last worker settled: in an upgrade, HAMi's kube-scheduler follows the workers.
@@ -119,7 +122,7 @@ class GpuTenant(pulumi.ComponentResource):
             *filter(None, [self.network]),
             self.inventory,
             *self.simulated,
-            *filter(None, [self.kwok]),
+            *filter(None, [self.kwok, self.machines]),
         ]
         self.hami = Hami(
             f"{name}-hami",
@@ -128,6 +131,7 @@ class GpuTenant(pulumi.ComponentResource):
                 kubernetes_version=t.kubernetes_version,
                 hami=args.hami,
                 real_gpus=t.real_gpus,
+                system_pool_mode=t.system_pool_mode,
                 expected_devices={n: [d.id for d in node_devices(t.name, n, g)] for n, g in fake_nodes.items()},
                 hami_chart=args.hami_chart,
             ),
@@ -226,8 +230,10 @@ class GpuTenant(pulumi.ComponentResource):
 
     def _pod_network(self, name: str, args: GpuTenantArgs, on_tenant: pulumi.ResourceOptions) -> TenantNetwork | None:
         """kind's node images carry kindnet's manifest, applied here; the lab's node images bring
-        their own pod network (a bridge on each Node's pod CIDR and routes between the nodes)."""
-        if args.node_image is not None:
+        their own pod network (a bridge on each Node's pod CIDR and routes between the nodes), and so
+        do the team's own machines in a tenant of external pools only (there is no worker to render
+        kindnet's manifest from)."""
+        if args.node_image is not None or not self.workers:
             return None
         return TenantNetwork(
             f"{name}-network",
@@ -298,6 +304,19 @@ class GpuTenant(pulumi.ComponentResource):
             )
             for pool in t.pools_of(POOL_EXTERNAL)
         ]
+
+    def _machines(self, name: str, args: GpuTenantArgs, on_tenant: pulumi.ResourceOptions) -> MachinesJoined | None:
+        """A tenant of the team's own machines only: HAMi waits for one of them to be Ready."""
+        t = args.tenant
+        if t.system_pool_mode != POOL_EXTERNAL:
+            return None
+        return MachinesJoined(
+            f"{name}-machines",
+            kubeconfig=self.control_plane.automation_kubeconfig,
+            tenant=t.name,
+            pools={p.name: p.nodes for p in t.pools_of(POOL_EXTERNAL)},
+            opts=pulumi.ResourceOptions.merge(on_tenant, pulumi.ResourceOptions(depends_on=[*self.external])),
+        )
 
     def _release_controller(
         self, name: str, args: GpuTenantArgs, on_tenant: pulumi.ResourceOptions, endpoint: str

@@ -112,13 +112,16 @@ def extender_args(hami: HamiConfig) -> list[str]:
     ]
 
 
-def hami_values(kubernetes_version: str, hami: HamiConfig, real_gpus: bool = False) -> dict[str, Any]:
+def hami_values(
+    kubernetes_version: str, hami: HamiConfig, real_gpus: bool = False, system_pool_mode: str = POOL_DOCKER
+) -> dict[str, Any]:
     """Chart values for a tenant with fake cards (or, `real_gpus`, its own machines' cards).
 
     - the real NVIDIA device plugin needs NVML and crash-loops without GPUs: off, mock plugin on;
       with real cards the other way round;
-    - the scheduler runs on docker workers only: simulated nodes would only pretend to run it,
-      and not-yet-joined machines cannot;
+    - the scheduler runs where the tenant's system pods run (`system_pool_mode`): its docker
+      workers, or, in a tenant of external pools only, the team's machines; never on simulated
+      nodes, which would only pretend to run it;
     - no certificate jobs (`patch`): the stack makes the webhook's certificate (trusted_release);
     - kube-scheduler from registry.k8s.io at the tenant's own version (the chart default is a
       mirror registry and an empty tag derived from a cluster version it cannot see), at the
@@ -129,14 +132,14 @@ def hami_values(kubernetes_version: str, hami: HamiConfig, real_gpus: bool = Fal
       (scheduler_device_config), which trusted_release puts beside the certificate;
     - ClusterIP service: the chart's fixed NodePorts would collide between installs.
     """
-    on_docker_workers = {POOL_MODE_LABEL: POOL_DOCKER}
+    on_system_nodes = {POOL_MODE_LABEL: system_pool_mode}
     chart_tag = {"tag": versions.HAMI_CHART_IMAGE_TAG}
     return {
         "global": {"imageTag": ""},
         "devicePlugin": {"enabled": real_gpus, "image": chart_tag, "monitor": {"image": chart_tag}},
         "mockDevicePlugin": {"enabled": not real_gpus},
         "scheduler": {
-            "nodeSelector": on_docker_workers,
+            "nodeSelector": on_system_nodes,
             "patch": {"enabled": False},
             "defaultSchedulerPolicy": {
                 "nodeSchedulerPolicy": hami.node_scheduler_policy,
@@ -249,6 +252,8 @@ class HamiArgs:
     expected_devices: dict[str, list[str]]
     # Where the chart comes from (config `charts.hami`); None: its repository.
     hami_chart: ChartSource | None = None
+    # The pool mode of the nodes its scheduler runs on (TenantConfig.system_pool_mode).
+    system_pool_mode: str = POOL_DOCKER
 
 
 class Hami(pulumi.ComponentResource):
@@ -271,7 +276,10 @@ class Hami(pulumi.ComponentResource):
         trusted = trusted_release(
             name,
             HelmReleaseArgs(
-                HAMI, HAMI_NAMESPACE, hami_values(args.kubernetes_version, args.hami, args.real_gpus), args.hami_chart
+                HAMI,
+                HAMI_NAMESPACE,
+                hami_values(args.kubernetes_version, args.hami, args.real_gpus, args.system_pool_mode),
+                args.hami_chart,
             ),
             parent=self,
             files=scheduler_files(),

@@ -107,9 +107,14 @@ def test_a_tenant_still_on_it_is_named(cluster, kamaji_api):
     core = core_api(cluster.kubeconfig_text)
     try:
         assert tenants_using(core, "ds-used") == ["default/team-x"]
+        started = time.monotonic()
         with pytest.raises(DataStoreInUseError) as err:
-            delete_datastore(core, "ds-used", timeout=2, interval=0.5)
+            delete_datastore(core, "ds-used", timeout=60, interval=0.5)
         assert "default/team-x" in str(err.value) and "destroy their stacks first" in str(err.value)
+        assert time.monotonic() - started < 10  # refused at once, not after a wait
+        # and left as it was: a deleted DataStore cannot be taken back
+        kept = kamaji_api.get_cluster_custom_object(GROUP, VERSION, "datastores", "ds-used")
+        assert "deletionTimestamp" not in kept["metadata"]
     finally:
         kamaji_api.delete_namespaced_custom_object(GROUP, VERSION, "default", "tenantcontrolplanes", "team-x")
         let_go(kamaji_api, "ds-used")

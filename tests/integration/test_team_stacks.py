@@ -31,7 +31,7 @@ from components.platform.team_access import CONTAINER_LIMITS, CONTROL_PLANE_QUOT
 from components.tenant.control_plane import control_plane_spec
 from tests.support.cluster import start_cluster
 from tests.support.kamaji_crd import crd
-from tests.support.tools import PulumiCli, require
+from tests.support.tools import PulumiCli, path_without, require
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = Path(__file__).parent / "programs"
@@ -118,6 +118,39 @@ def stacks(pulumi_cli, cluster, tmp_path):
     for stack in ("team-a", "team-b", "team-x", "a"):
         pulumi_cli("destroy", "--yes", "--stack", stack, cwd=dirs["team_link"], check=False)
     platform_cli("destroy", "--yes", cwd=p, check=False)
+
+
+def test_a_team_of_its_own_machines_needs_no_docker(pulumi_cli, cluster, stacks, tmp_path):
+    """The project's own program as a team stack whose tenant is the team's machines only, through
+    the engine on a PATH with no `docker` (nor dockerd): its graph holds no Docker resource, and
+    what it does hold reaches the management cluster with the team's grant alone."""
+    team, _, _ = stacks
+    work = tmp_path / "project"
+    work.mkdir()
+    for name in ("Pulumi.yaml", "__main__.py"):
+        shutil.copy(ROOT / name, work / name)
+    shutil.copytree(ROOT / "components", work / "components", ignore=shutil.ignore_patterns("__pycache__"))
+    (work / ".venv").symlink_to(ROOT / ".venv")
+    pulumi_cli("stack", "init", "team-b", cwd=work)
+    machines_only = {**tenant("team-b", 31444, 31133), "pools": [{"name": "gpus", "mode": "external", "nodes": 2}]}
+    for key, value in (("role", "team"), ("cluster", json.dumps(CLUSTER)), ("tenants", json.dumps([machines_only]))):
+        pulumi_cli("config", "set", f"gpu-tenancy:{key}", value, cwd=work)
+    env = {**os.environ, **pulumi_cli.env}
+    admin = tmp_path / "owner-admin.kubeconfig"
+    admin.write_text(cluster.kubeconfig_text)
+    env.update(MANAGEMENT_KUBECONFIG=str(admin), TEAM_STACK="team-b", PULUMI_PROJECT_DIR=str(work))
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "grant-team.sh"), "team-b", "2"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    no_docker = PulumiCli(pulumi_cli.env, Path(pulumi_cli.env["PULUMI_BACKEND_URL"].removeprefix("file://")))
+    no_docker.env["PATH"] = path_without(("docker", "dockerd"), pulumi_cli.env["PATH"], tmp_path / "bin")
+    assert shutil.which("docker", path=no_docker.env["PATH"]) is None
+    result = no_docker("preview", "--stack", "team-b", cwd=work)
+    out = result.stdout
+    for name in ("team-b-cp-tcp", "team-b-gpus-token", "team-b-machines", "team-b-hami-release"):
+        assert name in out, out
+    assert "docker:" not in out and "command:" not in out and "ReleaseControllerImage" not in out, out
 
 
 def control_plane(cluster, team: str) -> dict | None:
@@ -253,7 +286,7 @@ def test_a_teams_control_plane_is_held_to_its_own_keys_and_ports(pulumi_cli, clu
 
     as_team_a, as_a = custom_of("team-a"), custom_of("a")
     (t,) = load_tenants("gpu-tenancy", [tenant("team-a", 31443, 31132)], CLUSTER)
-    spec = control_plane_spec(t, "172.31.0.2", "default", datastore_schema("gpu-tenancy", "team-a", "team-a"))
+    spec = control_plane_spec(t, "172.31.0.2", "etcd-team-a", datastore_schema("gpu-tenancy", "team-a", "team-a"))
 
     def body(change: dict | None = None, name: str = "team-a") -> dict:
         made = {
@@ -324,6 +357,9 @@ def test_a_teams_control_plane_is_held_to_its_own_keys_and_ports(pulumi_cli, clu
         "team a's keys": ({"dataStoreSchema": a_schema, "dataStoreUsername": a_schema}, "dataStoreSchema"),
         "its keys under another user": ({"dataStoreUsername": b_schema()}, "dataStoreUsername"),
         "another datastore": ({"dataStore": "other"}, "spec.dataStore"),
+        "another team's datastore": ({"dataStore": "etcd-team-b"}, "spec.dataStore must be the team's own DataStore"),
+        "the lab's shared datastore": ({"dataStore": "default"}, "spec.dataStore"),
+        "no datastore (Kamaji's default)": ({"dataStore": None}, "spec.dataStore"),
         "some resources in another datastore": (
             {"dataStoreOverrides": [{"resource": "/events", "dataStore": "other"}]},
             "spec.dataStoreOverrides",
@@ -395,6 +431,7 @@ def test_a_teams_control_plane_is_held_to_its_own_keys_and_ports(pulumi_cli, clu
     assert f"spec.addons.konnectivity.server.version must be '{KONNECTIVITY_VERSION}'" in said, said
     # team `a` (its schema a suffix of team-a's) holds its own keys and none of team-a's
     a_spec = {"dataStoreSchema": a_schema, "dataStoreUsername": a_schema, "networkProfile.port": 31445}
+    a_spec["dataStore"] = "etcd-a"
     a_spec["addons.konnectivity.server.port"] = 31134
     assert create(a_spec, namespace="tenant-a", who=as_a, name="a") == ""
     t_a = {**a_spec, "dataStoreSchema": spec["dataStoreSchema"], "dataStoreUsername": spec["dataStoreUsername"]}

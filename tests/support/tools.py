@@ -30,6 +30,22 @@ def tools_env() -> dict[str, str]:
     return env
 
 
+def path_without(names: tuple[str, ...], path: str, farm: Path) -> str:
+    """A PATH of one folder (`farm`) linking every executable `path` finds first, but none whose
+    name starts with one of `names`: a machine where, say, `docker` is not installed."""
+    farm.mkdir(parents=True, exist_ok=True)
+    for folder in path.split(os.pathsep):
+        if not folder or not Path(folder).is_dir():
+            continue
+        for entry in Path(folder).iterdir():
+            link = farm / entry.name
+            if entry.name.startswith(names) or link.exists() or link.is_symlink():
+                continue
+            if entry.is_file() and os.access(entry, os.X_OK):
+                link.symlink_to(entry.resolve())
+    return str(farm)
+
+
 def executable_from_env(env: str) -> str | None:
     """The executable an environment variable names (a real-upstream tier's binary), or None."""
     path = os.environ.get(env)

@@ -77,7 +77,7 @@ BAD = [
     ("tenants.0.pools.0.nodes", 0, "gpu-tenancy:tenants[0].pools[0].nodes", "must be 1-5000"),
     ("tenants.0.pools.0.nodes", 11, "gpu-tenancy:tenants[0].pools", "11 docker nodes in all; a tenant has at most 10"),
     ("tenants.0.pools.0.mode", "kind", "gpu-tenancy:tenants[0].pools[0].mode", "must be one of docker, kwok, external"),
-    ("tenants.0.pools.0.mode", "kwok", "gpu-tenancy:tenants[0].pools", "needs a docker pool"),
+    ("tenants.0.pools.0.mode", "kwok", "gpu-tenancy:tenants[0].pools", "needs a docker or an external pool"),
     ("tenants.0.pools.0.joinTokenHours", 2, "gpu-tenancy:tenants[0].pools[0].joinTokenHours", "only external pools"),
     ("tenants.0.pools.0.joinTokenHours", 25, "gpu-tenancy:tenants[0].pools[0].joinTokenHours", "must be 1-24"),
     ("tenants.0.pools.0.name", "Workers", "gpu-tenancy:tenants[0].pools[0].name", "DNS-1035"),

@@ -12,7 +12,7 @@ from components.config.problems import ConfigError
 from components.kube import platform_record
 from components.kube.client import cluster_ca, token_kubeconfig
 from components.kube.platform_record import PlatformRecord, PlatformUnreadable
-from tests.support.harness import ROOT, TENANT_SUPER, load_config_file, provider_name, run_program
+from tests.support.harness import ROOT, TENANT_SUPER, deps, load_config_file, provider_name, reaches, run_program
 
 PLATFORM = load_config_file(ROOT / "Pulumi.platform.yaml")
 TEAM_A = load_config_file(ROOT / "Pulumi.team-a.yaml")
@@ -90,13 +90,81 @@ def test_platform_stack_builds_cluster_and_kamaji_and_publishes_for_teams():
             lab="gpu-platform",
             address="172.31.0.2",
             network="gpu-platform",
-            datastore="default",
+            datastore=f"etcd-{name}",
             schema=schema,
             api_port=api,
             konnectivity_port=konn,
         )
         text = json.dumps(cm["data"]).lower()
         assert "token" not in text and "private key" not in text and "certificate" not in text
+
+
+def test_each_team_gets_an_etcd_and_a_datastore_of_its_own():
+    rec = run_program(PLATFORM, stack="platform")
+    kamaji = rec.named("kamaji-kamaji").inputs["values"]
+    # no shared etcd on a platform, and no default DataStore a control plane could fall back to
+    assert kamaji["kamaji-etcd"] == {"deploy": False} and kamaji["defaultDatastoreName"] == ""
+    assert not [r for r in rec.registrations if r.name == "kamaji-datastore"]
+    for team in ("team-a", "team-b"):
+        store = f"etcd-{team}"
+        assert rec.named(f"team-{team}-etcd-ns").inputs["metadata"]["name"] == store
+        issuer = rec.named(f"team-{team}-etcd-issuer").inputs
+        assert issuer["metadata"] == {"name": "etcd-selfsigned", "namespace": store}
+        assert issuer["spec"] == {"selfSigned": {}}
+        release = rec.named(f"team-{team}-etcd-etcd").inputs
+        assert release["name"] == store and release["namespace"] == store and release["chart"] == "kamaji-etcd"
+        assert release["version"] == "0.17.0"
+        values = release["values"]
+        assert values["fullnameOverride"] == store and values["replicas"] == 1
+        assert values["datastore"] == {"enabled": True, "name": store}
+        assert values["quotaBackendBytes"] == str(2048 * 1024 * 1024)
+        assert values["persistentVolumeClaim"]["size"] == "4Gi"
+        assert values["persistentVolumeClaim"]["retentionPolicyWhenDeleted"] == "Delete"  # destroy leaves none
+        assert values["resources"]["limits"]["memory"] and values["resources"]["requests"]["memory"]
+        assert values["certManager"]["enabled"] is True and values["selfSignedCertificates"] == {"enabled": False}
+        assert values["certManager"]["issuerRef"]["name"] == "etcd-selfsigned"
+        # the team's policy holds its control plane to its own DataStore, by equality
+        policy = rec.named(f"team-{team}-tcp-policy").inputs["spec"]
+        (rule,) = [v for v in policy["validations"] if "spec.dataStore must be" in v["message"]]
+        assert f"== '{store}'" in rule["expression"] and store in rule["message"]
+        assert rec.named(f"team-{team}-platform-record").inputs["data"]["datastore"] == store
+        # made after the team's etcd and access; so on removal it goes first and refuses while used
+        teardown = rec.named(f"team-{team}-etcd-datastore")
+        assert teardown.inputs["name"] == store
+        access = {f"team-{team}-ns", f"team-{team}-binding", f"team-{team}-tcp-policy"}
+        assert {f"team-{team}-etcd-etcd", *access} <= deps(rec, f"team-{team}-etcd-datastore")
+        assert f"team-{team}-etcd-etcd" in deps(rec, f"team-{team}-ns")
+    # nothing of one team's etcd waits on, or is torn down with, another team's
+    assert not reaches(rec, "team-team-a-etcd-datastore", "team-team-b-ns")
+    assert not reaches(rec, "team-team-b-etcd-datastore", "team-team-a-etcd-etcd")
+
+
+def test_a_lab_keeps_its_one_shared_datastore():
+    rec = run_program(load_config_file(ROOT / "Pulumi.dev.yaml"))
+    kamaji = rec.named("kamaji-kamaji").inputs["values"]
+    assert kamaji["kamaji-etcd"]["deploy"] is True and kamaji["defaultDatastoreName"] == "default"
+    assert rec.named("kamaji-datastore").inputs["name"] == "default"
+    assert not [r for r in rec.registrations if r.type == "gpu-tenancy:index:TeamDataStore"]
+    assert rec.named("team-a-cp-tcp").inputs["spec"]["dataStore"] == "default"
+
+
+@pytest.mark.parametrize(
+    ("quota", "size", "said"),
+    [(256, "1Gi", None), (3000, "6Gi", None), (100, None, "must be 256-8192 MB"), (9000, None, "must be 256-8192")],
+)
+def test_a_teams_etcd_quota(quota, size, said):
+    teams = [dict(t, etcdQuotaMb=quota) for t in PLATFORM["gpu-tenancy:teams"]]
+    config = {**PLATFORM, "gpu-tenancy:teams": teams}
+    if said:
+        with pytest.raises(ConfigError) as err:
+            load_stack_config("gpu-tenancy", raw(config))
+        keys = [k for k, _ in err.value.problems]
+        assert keys == ["gpu-tenancy:teams[0].etcdQuotaMb", "gpu-tenancy:teams[1].etcdQuotaMb"]
+        assert said in err.value.problems[0][1]
+        return
+    values = run_program(config, stack="platform").named("team-team-a-etcd-etcd").inputs["values"]
+    assert values["persistentVolumeClaim"]["size"] == size
+    assert values["quotaBackendBytes"] == str(quota * 1024 * 1024)
 
 
 def test_a_team_stack_without_its_grant_stops_naming_each_key():

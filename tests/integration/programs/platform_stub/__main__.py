@@ -1,6 +1,7 @@
 """Platform-role test program: what the real platform stack makes for its teams (TeamAccess per
-registered team, with the record it publishes in the team's namespace), for an adopted management
-cluster (the test's kube-apiserver); Docker and Kamaji are left out."""
+registered team, held to the team's own DataStore, with the record it publishes in the team's
+namespace), for an adopted management cluster (the test's kube-apiserver); Docker, Kamaji and the
+teams' etcds are left out (the DataStores are only named)."""
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -20,9 +21,9 @@ for slot in cfg.teams:
         f"team-{slot.name}",
         TeamAccessArgs(
             team=slot,
-            datastore="default",
+            datastore=slot.datastore,
             project="gpu-tenancy",
-            record=published_record(slot, cfg, "lab-net", "default").data(),
+            record=published_record(slot, cfg, "lab-net", slot.datastore).data(),
         ),
         opts=pulumi.ResourceOptions(provider=provider),
     )
