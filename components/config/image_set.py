@@ -19,7 +19,6 @@ from components.config import versions
 from components.config.chart_sources import ChartSource
 from components.config.image_refs import STANDARD_REGISTRIES, ImageRef
 from components.config.model import (
-    CHARTS,
     DISTRIBUTION_K3S,
     MODE_DOCKER,
     POOL_DOCKER,
