@@ -20,9 +20,15 @@ class PlatformUnreadable(Exception):
     """The team's token cannot read its platform record (or the record is not one)."""
 
 
+def _key(field: str) -> str:
+    """A field's ConfigMap key, in Kubernetes' spelling (api_port: apiPort)."""
+    first, *rest = field.split("_")
+    return first + "".join(word.capitalize() for word in rest)
+
+
 @dataclass(frozen=True)
 class PlatformRecord:
-    """One team's view of the platform (the ConfigMap's keys are these fields' names)."""
+    """One team's view of the platform (the ConfigMap's keys are these fields' names, camelCase)."""
 
     team: str
     # The lab's name, its management node's address and the Docker network its workers join.
@@ -40,12 +46,12 @@ class PlatformRecord:
 
     def data(self) -> dict[str, str]:
         """The ConfigMap's data (strings only)."""
-        return {k: str(v) for k, v in asdict(self).items()}
+        return {_key(k): str(v) for k, v in asdict(self).items()}
 
     @classmethod
     def from_data(cls, data: dict[str, str], where: str) -> PlatformRecord:
         """The record a ConfigMap's data holds, or PlatformUnreadable naming what is missing."""
-        missing = [f.name for f in fields(cls) if f.name not in data and f.default is MISSING]
+        missing = [_key(f.name) for f in fields(cls) if _key(f.name) not in data and f.default is MISSING]
         if missing:
             raise PlatformUnreadable(
                 f"{where} lacks {', '.join(missing)}: the platform stack that wrote it is older than this "
@@ -53,12 +59,12 @@ class PlatformRecord:
             )
         values: dict[str, object] = {}
         for f in fields(cls):
-            raw = data.get(f.name, "")
+            raw = data.get(_key(f.name), "")
             if f.type == "int":
                 try:
                     values[f.name] = int(raw)
                 except ValueError:
-                    raise PlatformUnreadable(f"{where}: {f.name} is {raw!r}, not a port") from None
+                    raise PlatformUnreadable(f"{where}: {_key(f.name)} is {raw!r}, not a port") from None
             else:
                 values[f.name] = raw
         return cls(**values)  # type: ignore[arg-type]

@@ -108,7 +108,7 @@ class TeamDataStore(pulumi.ComponentResource):
         super().__init__("gpu-tenancy:index:TeamDataStore", name, None, opts)
         slot = args.team
         self.name = slot.datastore
-        self._component, self._args = name, args
+        self._component, self._args, self._after = name, args, waits_for(opts)
         on = pulumi.ResourceOptions(parent=self, depends_on=waits_for(opts))
         self.namespace = k8s.core.v1.Namespace(f"{name}-ns", metadata={"name": slot.datastore}, opts=on)
         issuer = k8s.apiextensions.CustomResource(
@@ -136,5 +136,5 @@ class TeamDataStore(pulumi.ComponentResource):
             f"{self._component}-datastore",
             datastore=self.name,
             kubeconfig=self._args.kubeconfig,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release, *after]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release, *after, *self._after]),
         )

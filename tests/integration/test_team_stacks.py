@@ -25,6 +25,7 @@ from components.config.load import load_tenants
 from components.config.versions import KONNECTIVITY_VERSION
 from components.domain.names import PLATFORM_RECORD, TEAM_ACCOUNT, datastore_schema
 from components.kube.client import api_client, cluster_ca, cluster_server, token_kubeconfig
+from components.kube.platform_record import PlatformUnreadable, read_platform_record
 from components.kube.team_token import token_seconds_left
 from components.kube.waiting import wait_until
 from components.platform.team_access import CONTAINER_LIMITS, CONTROL_PLANE_QUOTA
@@ -255,6 +256,13 @@ def test_teams_on_their_own_tokens(pulumi_cli, cluster, stacks):
     assert status(a_apps.create_namespaced_deployment, "tenant-team-a", deployment, dry_run="All") == 403
     assert status(a_apps.create_namespaced_deployment, "tenant-team-b", deployment, dry_run="All") == 403
 
+    # the record read as a team stack reads it: with team-a's token; refused with none of the platform's
+    server, ca = f"https://127.0.0.1:{cluster.port}", cluster_ca(cluster.kubeconfig_text)
+    assert read_platform_record(server, ca, token, "team-a").datastore == "etcd-team-a"
+    with pytest.raises(PlatformUnreadable, match="namespace tenant-team-a .*the token was refused"):
+        read_platform_record(server, ca, "not-a-token", "team-a")
+    with pytest.raises(PlatformUnreadable, match="namespace tenant-team-b .*may not read it"):
+        read_platform_record(server, ca, token, "team-b")
     # a team stack holding team-b's token for team-a's tenant stops, naming the namespace it cannot read
     b_token = token_of(pulumi_cli, work, "team-b")
     pulumi_cli("config", "set", "--secret", "managementToken", "--stack", "team-a", cwd=work, stdin=b_token)

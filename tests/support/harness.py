@@ -121,13 +121,8 @@ def _issued(name: str, dns_names: tuple[str, ...], ips: tuple[str, ...]) -> webh
 
 
 class ProgramMocks(pulumi.runtime.Mocks):
-    # What a StackReference sees as the referenced stack's outputs (set by a test).
-    stack_outputs: dict[str, Any] = {}
-
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         state = dict(args.inputs)
-        if args.typ == "pulumi:pulumi:StackReference":
-            return (args.name, {"name": args.name, "outputs": self.stack_outputs, "secretOutputNames": []})
         if args.typ == "command:local:Command":
             script = args.inputs.get("create", "")
             if "k3s.yaml" in script:

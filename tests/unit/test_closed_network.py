@@ -159,6 +159,7 @@ def test_no_closed_network_key_leaves_the_defaults():
         "certManager": ("repo", versions.CERT_MANAGER_REPO),
         "kamaji": ("repo", versions.KAMAJI_REPO),
         "hami": ("repo", versions.HAMI_REPO),
+        "kamajiEtcd": ("repo", versions.KAMAJI_REPO),
     }
 
 

@@ -17,7 +17,7 @@ from components.kube.platform_record import PlatformRecord
 from components.lifecycle.machines_joined import NoMachineJoinedError, NoMachineReadyError, wait_for_machine
 from tests.support.fake_kube import FakeCore
 from tests.support.harness import ROOT, deps, load_config_file, reaches, run_program
-from tests.unit.test_roles import SECRET, team_config
+from tests.support.team_grant import SECRET, team_config
 
 TEAM_B = load_config_file(ROOT / "Pulumi.team-b.yaml")
 DEV = load_config_file(ROOT / "Pulumi.dev.yaml")

@@ -81,6 +81,7 @@ def state(cls: type[base.Provider], kubeconfig: str) -> dict[str, Any]:
             "hami_revision": 1,
             "scheduler_name": "hami-scheduler",
         },
+        "MachinesJoinedProvider": {"tenant": "team-b", "pools": {"gpus": 2}, "timeout_seconds": 1, "ready": ["m-0"]},
         "NodeDrainProvider": {"node": "n-0", "image": "node:v1", "timeout_seconds": 1, "moved": []},
         "NodeGpuCapacityProvider": {"node": "n-0", "count": 4, "machine_id": "m"},
         "NodeMembershipProvider": {"node": "n-0", "machine_id": "m", "token_id": "", "timeout_seconds": 1, "uid": "u"},
@@ -259,6 +260,7 @@ HOLDS_NOTHING = [
         "ControlPlaneSettledProvider",  # only reads the tenant
         "HamiRegistrationProvider",
         "HamiWebhookProbeProvider",  # its probe pod is a dry run: never stored
+        "MachinesJoinedProvider",  # only reads the tenant's Nodes
         "NodeDrainProvider",
         "NodeSettledProvider",
         "ReleaseWaitProvider",
@@ -319,6 +321,7 @@ def test_every_provider_with_its_own_read_is_covered():
     assert looks == {
         "HamiRegistrationProvider",
         "HamiWebhookProbeProvider",
+        "MachinesJoinedProvider",
         "NodeGpuCapacityProvider",
         "SimulatedNodesProvider",
     }

@@ -10,9 +10,10 @@ import pytest
 from components.config.load import load_stack_config
 from components.config.problems import ConfigError
 from components.kube import platform_record
-from components.kube.client import cluster_ca, token_kubeconfig
+from components.kube.client import token_kubeconfig
 from components.kube.platform_record import PlatformRecord, PlatformUnreadable
-from tests.support.harness import ROOT, TENANT_SUPER, deps, load_config_file, provider_name, reaches, run_program
+from tests.support.harness import ROOT, deps, load_config_file, provider_name, reaches, run_program
+from tests.support.team_grant import CA, GRANT, SECRET, SERVER, TOKEN, jwt, team_config
 
 PLATFORM = load_config_file(ROOT / "Pulumi.platform.yaml")
 TEAM_A = load_config_file(ROOT / "Pulumi.team-a.yaml")
@@ -21,23 +22,6 @@ TEAM_B = load_config_file(ROOT / "Pulumi.team-b.yaml")
 
 def raw(config):
     return {k.split(":", 1)[1]: v for k, v in config.items()}
-
-
-def jwt(exp: float) -> str:
-    body = base64.urlsafe_b64encode(json.dumps({"exp": exp}).encode()).decode().rstrip("=")
-    return f"e30.{body}.sig"
-
-
-TOKEN = jwt(4102444800)  # 2100-01-01
-CA = cluster_ca(TENANT_SUPER)
-SERVER = "https://172.31.0.2:6443"
-GRANT = {"gpu-tenancy:managementServer": SERVER, "gpu-tenancy:managementCa": CA}
-SECRET = ("gpu-tenancy:managementToken",)
-
-
-def team_config(config):
-    """A team stack's config with the grant its platform owner set (the token a secret)."""
-    return {**config, "gpu-tenancy:managementToken": TOKEN, **GRANT}
 
 
 def record(team: str, api: int, konn: int, schema: str) -> PlatformRecord:
