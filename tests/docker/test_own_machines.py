@@ -79,7 +79,11 @@ def machine(core, lab, image, join):
     # modules of its own): its owner skips the checks, as the lab's own workers do.
     lab.exec(node, "kubeadm", "join", "--config", "/root/join.yaml", "--ignore-preflight-errors=all", timeout=600)
     lab.exec(node, "rm", "/root/join.yaml")
-    assert settles(lambda: node_ready(core, node), timeout=180, interval=2), f"{node} not Ready"
+
+    def ready() -> bool:  # the Node appears once the kubelet's TLS bootstrap is through
+        return node in {n.metadata.name for n in core.list_node().items} and node_ready(core, node)
+
+    assert settles(ready, timeout=180, interval=2), f"{node} not Ready"
     return node
 
 
