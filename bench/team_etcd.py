@@ -45,7 +45,10 @@ class Etcd:
         certs.mkdir(parents=True, exist_ok=True)
         if not (certs / "ca.crt").exists():
             self_signed(certs, "ca", "/CN=etcd-ca")
-            signed_by(certs, "ca", "server", "/CN=etcd", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth")
+            # client auth too, as the chart's server certificates have it: etcd's own gateway dials
+            # its gRPC port with this certificate
+            server_usage = "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth"
+            signed_by(certs, "ca", "server", "/CN=etcd", server_usage)
             signed_by(certs, "ca", "root", "/CN=root/O=system:masters", "extendedKeyUsage=clientAuth")
         self.client, peer, self.metrics = free_port(), free_port(), free_port()
         self.data = work / name
@@ -78,7 +81,7 @@ class Etcd:
         )
         self.http = requests.Session()
         self.http.cert = (str(certs / "root.crt"), str(certs / "root.key"))
-        self.http.verify = str(certs / "ca.crt")
+        self.ca = str(certs / "ca.crt")
         while True:  # the chart's liveness probe: /livez on the metrics port
             try:
                 if requests.get(f"http://127.0.0.1:{self.metrics}/livez", timeout=1).status_code == 200:
@@ -91,7 +94,9 @@ class Etcd:
         self.start_seconds = time.monotonic() - started
 
     def call(self, path: str, body: dict) -> dict:
-        return self.http.post(f"https://127.0.0.1:{self.client}/v3/{path}", json=body, timeout=30).json()
+        # verify given per request: a session's would yield to REQUESTS_CA_BUNDLE from the environment
+        url = f"https://127.0.0.1:{self.client}/v3/{path}"
+        return self.http.post(url, json=body, timeout=30, verify=self.ca).json()
 
     def put(self, key: str, value: bytes) -> str:
         """'' when stored, else etcd's error."""
@@ -123,6 +128,8 @@ def fill(etcd: Etcd, mb: float, prefix: str) -> tuple[int, str]:
     value = b"x" * VALUE
     for i in range(int(mb * MB // VALUE)):
         said = etcd.put(f"/{prefix}/registry/configmaps/ns/obj-{i:07d}", value)
+        if said and i == 0:
+            raise RuntimeError(f"etcd {etcd.name} refused the first write: {said}")
         if said:
             return i, said
     return int(mb * MB // VALUE), ""
