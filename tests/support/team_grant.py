@@ -1,5 +1,6 @@
 """A team stack's grant as the unit tier gives it (what scripts/grant-team.sh sets): a bound token
-that expires in 2100, the management API server's URL and the harness's CA."""
+that expires in 2100, the management API server's URL and the harness's CA; and the record the
+shipped platform stack (Pulumi.platform.yaml) publishes for a team."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import base64
 import json
 
 from components.kube.client import cluster_ca
+from components.kube.platform_record import PlatformRecord
 from tests.support.harness import TENANT_SUPER
 
 
@@ -26,3 +28,19 @@ SECRET = ("gpu-tenancy:managementToken",)
 def team_config(config: dict) -> dict:
     """A team stack's config with the grant its platform owner set (the token a secret)."""
     return {**config, "gpu-tenancy:managementToken": TOKEN, **GRANT}
+
+
+def record(team: str, api_port: int, konnectivity_port: int, schema: str | None = None) -> PlatformRecord:
+    """What the shipped platform stack publishes for `team` (its DataStore `etcd-<team>`; its etcd
+    keys named from its own name unless `schema` says otherwise)."""
+    own = team.replace("-", "_")
+    return PlatformRecord(
+        team=team,
+        lab="gpu-platform",
+        address="172.31.0.2",
+        network="gpu-platform",
+        datastore=f"etcd-{team}",
+        schema=schema or f"gpu_tenancy_{own}_{own}",
+        api_port=api_port,
+        konnectivity_port=konnectivity_port,
+    )

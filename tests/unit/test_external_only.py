@@ -13,11 +13,10 @@ from components.config.load import load_stack_config
 from components.config.problems import ConfigError
 from components.domain.names import POOL_LABEL, POOL_MODE_LABEL, TENANT_LABEL
 from components.kube import platform_record
-from components.kube.platform_record import PlatformRecord
 from components.lifecycle.machines_joined import NoMachineJoinedError, NoMachineReadyError, wait_for_machine
 from tests.support.fake_kube import FakeCore
 from tests.support.harness import ROOT, deps, load_config_file, reaches, run_program
-from tests.support.team_grant import SECRET, team_config
+from tests.support.team_grant import SECRET, record, team_config
 
 TEAM_B = load_config_file(ROOT / "Pulumi.team-b.yaml")
 DEV = load_config_file(ROOT / "Pulumi.dev.yaml")
@@ -33,17 +32,8 @@ def own_machines_only(config: dict, tenant: str) -> dict:
 
 @pytest.fixture
 def published(monkeypatch):
-    record = PlatformRecord(
-        team="team-b",
-        lab="gpu-platform",
-        address="172.31.0.2",
-        network="gpu-platform",
-        datastore="team-b-etcd",
-        schema="gpu_tenancy_team_b_team_b",
-        api_port=31444,
-        konnectivity_port=31133,
-    )
-    monkeypatch.setattr(platform_record, "read_platform_record", lambda *_: record)
+    theirs = record("team-b", 31444, 31133)
+    monkeypatch.setattr(platform_record, "read_platform_record", lambda *_: theirs)
 
 
 @pytest.fixture

@@ -5,17 +5,9 @@ line naming what it lacks."""
 import pytest
 
 from components.kube.platform_record import PlatformRecord, PlatformUnreadable
+from tests.support.team_grant import record
 
-RECORD = PlatformRecord(
-    team="team-a",
-    lab="gpu-platform",
-    address="172.31.0.2",
-    network="gpu-platform",
-    datastore="etcd-team-a",
-    schema="gpu_tenancy_team_a_team_a",
-    api_port=31443,
-    konnectivity_port=31132,
-)
+RECORD = record("team-a", 31443, 31132)
 
 
 def test_a_record_reads_back_as_it_was_written():

@@ -13,7 +13,7 @@ from components.kube import platform_record
 from components.kube.client import token_kubeconfig
 from components.kube.platform_record import PlatformRecord, PlatformUnreadable
 from tests.support.harness import ROOT, deps, load_config_file, provider_name, reaches, run_program
-from tests.support.team_grant import CA, GRANT, SECRET, SERVER, TOKEN, jwt, team_config
+from tests.support.team_grant import CA, GRANT, SECRET, SERVER, TOKEN, jwt, record, team_config
 
 PLATFORM = load_config_file(ROOT / "Pulumi.platform.yaml")
 TEAM_A = load_config_file(ROOT / "Pulumi.team-a.yaml")
@@ -24,19 +24,6 @@ def raw(config):
     return {k.split(":", 1)[1]: v for k, v in config.items()}
 
 
-def record(team: str, api: int, konn: int, schema: str) -> PlatformRecord:
-    return PlatformRecord(
-        team=team,
-        lab="gpu-platform",
-        address="172.31.0.2",
-        network="gpu-platform",
-        datastore=f"{team}-etcd",
-        schema=schema,
-        api_port=api,
-        konnectivity_port=konn,
-    )
-
-
 @pytest.fixture
 def published(monkeypatch):
     """What the platform published in each team's namespace (the keys team-a's were named from a
@@ -44,7 +31,7 @@ def published(monkeypatch):
     is refused as the API server would refuse its token."""
     records = {
         "team-a": record("team-a", 31443, 31132, "gpu_tenancy_prod_team_a"),
-        "team-b": record("team-b", 31444, 31133, "gpu_tenancy_team_b_team_b"),
+        "team-b": record("team-b", 31444, 31133),
     }
     reads = []
 
@@ -68,17 +55,7 @@ def test_platform_stack_builds_cluster_and_kamaji_and_publishes_for_teams():
     for name, api, konn in (("team-a", 31443, 31132), ("team-b", 31444, 31133)):
         cm = rec.named(f"team-{name}-platform-record").inputs
         assert cm["metadata"] == {"name": "gpu-tenancy-platform", "namespace": f"tenant-{name}"}
-        schema = f"gpu_tenancy_{name.replace('-', '_')}_{name.replace('-', '_')}"
-        assert PlatformRecord.from_data(cm["data"], "test") == PlatformRecord(
-            team=name,
-            lab="gpu-platform",
-            address="172.31.0.2",
-            network="gpu-platform",
-            datastore=f"etcd-{name}",
-            schema=schema,
-            api_port=api,
-            konnectivity_port=konn,
-        )
+        assert PlatformRecord.from_data(cm["data"], "test") == record(name, api, konn)
         text = json.dumps(cm["data"]).lower()
         assert "token" not in text and "private key" not in text and "certificate" not in text
 
