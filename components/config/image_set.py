@@ -105,16 +105,14 @@ def images(cfg: StackConfig) -> list[Need]:
             )
         needs += [Need(ref, MANAGEMENT, "cert-manager (chart default)") for ref in versions.CERT_MANAGER_IMAGES]
         needs.append(Need(versions.KAMAJI_IMAGE, MANAGEMENT, "Kamaji's controller"))
-        if cfg.role == ROLE_PLATFORM:  # each team's own etcd: certificates by cert-manager, no cfssl
-            needs += [
-                Need(ref, MANAGEMENT, "kamaji-etcd, each team's own DataStore")
-                for ref in versions.KAMAJI_ETCD_IMAGES
-                if ref != versions.KAMAJI_ETCD_CFSSL_IMAGE
-            ]
-        else:
-            needs += [
-                Need(ref, MANAGEMENT, "kamaji-etcd, Kamaji's default DataStore") for ref in versions.KAMAJI_ETCD_IMAGES
-            ]
+        # a platform's etcds are each team's own, their certificates from cert-manager: no cfssl job
+        per_team = cfg.role == ROLE_PLATFORM
+        why = "kamaji-etcd, each team's own DataStore" if per_team else "kamaji-etcd, Kamaji's default DataStore"
+        needs += [
+            Need(ref, MANAGEMENT, why)
+            for ref in versions.KAMAJI_ETCD_IMAGES
+            if not (per_team and ref == versions.KAMAJI_ETCD_CFSSL_IMAGE)
+        ]
     if any(t.runs_controllers for t in cfg.tenants):
         needs.append(
             Need(

@@ -7,7 +7,7 @@ policy pack reads its tenants with `load_tenants`, from the same model, with the
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from components.config import chart_sources
@@ -315,38 +315,6 @@ def _teams(project: str, raw: object, role: str, c: Collector) -> list[TeamSlot]
             )
         schemas.setdefault(schema, s.name)
     return [s for _, s in valid]
-
-
-def team_slot_problems(
-    registry: Sequence[Mapping[str, object]], cluster_name: str, platform_lab: str, tenants: Sequence[TenantConfig]
-) -> list[str]:
-    """Why a team stack's tenants do not match the platform it joins (empty = they do).
-
-    Checked when the platform's outputs arrive; two team stacks can then never take the same
-    ports, names or Docker container names on the shared platform.
-    """
-    problems = []
-    if cluster_name != platform_lab:
-        problems.append(f"cluster.name is {cluster_name!r} but the platform's lab is {platform_lab!r}")
-    slots = {str(t.get("name")): t for t in registry}
-    for t in tenants:
-        slot = slots.get(t.name)
-        if slot is None:
-            problems.append(f"tenant {t.name!r} is not in the platform's teams registry ({', '.join(sorted(slots))})")
-        else:
-            # Stack outputs arrive as protobuf numbers (floats): compare as integers.
-            reserved = (int(slot.get("apiPort") or 0), int(slot.get("konnectivityPort") or 0))  # type: ignore[call-overload]
-            if reserved != (t.api_port, t.konnectivity_port):
-                problems.append(
-                    f"tenant {t.name!r} uses ports {t.api_port}/{t.konnectivity_port} but the platform reserved "
-                    f"{reserved[0]}/{reserved[1]} for it"
-                )
-            if not slot.get("schema"):
-                problems.append(
-                    f"the platform's registry names no etcd keys for tenant {t.name!r}: its stack predates them "
-                    "(run `pulumi up` on the platform stack first)"
-                )
-    return problems
 
 
 # What a stack's config holds, read by its key: objects and plain values (of the secrets,

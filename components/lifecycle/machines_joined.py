@@ -16,6 +16,7 @@ from components.config.model import POOL_EXTERNAL
 from components.domain.names import POOL_LABEL, POOL_MODE_LABEL, TENANT_LABEL
 from components.kube.client import get_json
 from components.kube.waiting import TimedOut, wait_until
+from components.lifecycle.node_handover import node_ready
 
 if TYPE_CHECKING:
     from kubernetes.client import CoreV1Api
@@ -40,8 +41,17 @@ def ready_condition(node: Mapping[str, Any]) -> Mapping[str, Any]:
     return next((c for c in conditions if c.get("type") == "Ready"), {})
 
 
-def is_ready(node: Mapping[str, Any]) -> bool:
-    return ready_condition(node).get("status") == "True"
+def ready_names(nodes: list[dict[str, Any]]) -> list[str]:
+    """The names of the Ready ones among `nodes`, sorted."""
+    return sorted(n["metadata"]["name"] for n in nodes if node_ready(n))
+
+
+def _not_ready_why(node: Mapping[str, Any]) -> str:
+    """`<name> (pool <pool>): <kubelet's reason>[: <message>]`."""
+    condition = ready_condition(node)
+    pool = (node["metadata"].get("labels") or {}).get(POOL_LABEL, "?")
+    message = f": {condition['message']}" if condition.get("message") else ""
+    return f"{node['metadata']['name']} (pool {pool}): {condition.get('reason') or 'no Ready condition'}{message}"
 
 
 def join_hint(tenant: str) -> str:
@@ -68,18 +78,13 @@ def wait_for_machine(
     def ready() -> list[str]:
         nodes = machines(core, tenant)
         seen["nodes"] = nodes
-        return sorted(n["metadata"]["name"] for n in nodes if is_ready(n))
+        return ready_names(nodes)
 
     seen: dict[str, list[dict[str, Any]]] = {"nodes": found}
     try:
         return wait_until(ready, timeout=timeout, interval=interval, what=f"a Ready machine of tenant {tenant}")
     except TimedOut:
-        said = "; ".join(
-            f"{n['metadata']['name']} (pool {(n['metadata'].get('labels') or {}).get(POOL_LABEL, '?')}): "
-            f"{ready_condition(n).get('reason') or 'no Ready condition'}"
-            f"{': ' + ready_condition(n)['message'] if ready_condition(n).get('message') else ''}"
-            for n in seen["nodes"]
-        )
+        said = "; ".join(_not_ready_why(n) for n in seen["nodes"])
         raise NoMachineReadyError(
             f"tenant {tenant}: its machines joined but none became Ready within {timeout:g} s: {said}. A machine "
             "needs its pod network and its kubelet running; HAMi and the GPU workloads wait for one"

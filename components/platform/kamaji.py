@@ -29,7 +29,7 @@ def cert_manager_values() -> dict[str, Any]:
     return {"crds": {"enabled": True}}
 
 
-def _kamaji_etcd_image(ref: str, key: str = "image") -> dict[str, str]:
+def kamaji_etcd_image(ref: str, key: str = "image") -> dict[str, str]:
     """One image in kamaji-etcd's values: the repository under `key`, and the tag."""
     repository, tag = ref.rsplit(":", 1)
     return {key: repository, "tag": tag}
@@ -55,11 +55,11 @@ def kamaji_values(shared_datastore: bool = True) -> dict[str, Any]:
             "datastore": {"enabled": True, "name": DEFAULT_DATASTORE},
             # Its images pinned (versions.KAMAJI_ETCD_IMAGES). cfssl and kubectl have no pull policy
             # key: a tag other than `latest` makes theirs IfNotPresent.
-            "image": {**_kamaji_etcd_image(versions.KAMAJI_ETCD_IMAGE, "repository"), "pullPolicy": "IfNotPresent"},
+            "image": {**kamaji_etcd_image(versions.KAMAJI_ETCD_IMAGE, "repository"), "pullPolicy": "IfNotPresent"},
             "jobs": {
-                "cfssl": _kamaji_etcd_image(versions.KAMAJI_ETCD_CFSSL_IMAGE),
-                "kubectl": _kamaji_etcd_image(versions.KAMAJI_ETCD_KUBECTL_IMAGE),
-                "etcd": {**_kamaji_etcd_image(versions.KAMAJI_ETCD_CLIENT_IMAGE), "pullPolicy": "IfNotPresent"},
+                "cfssl": kamaji_etcd_image(versions.KAMAJI_ETCD_CFSSL_IMAGE),
+                "kubectl": kamaji_etcd_image(versions.KAMAJI_ETCD_KUBECTL_IMAGE),
+                "etcd": {**kamaji_etcd_image(versions.KAMAJI_ETCD_CLIENT_IMAGE), "pullPolicy": "IfNotPresent"},
             },
         },
     }

@@ -27,17 +27,15 @@ from components.kube.team_token import token_seconds_left
 RENEW_WARNING_SECONDS = 7 * 24 * 3600
 
 
-def published_record(
-    slot: TeamSlot, cfg: StackConfig, network: str, datastore: str, schema: str | None = None
-) -> PlatformRecord:
+def published_record(slot: TeamSlot, cfg: StackConfig, network: str) -> PlatformRecord:
     """What the platform publishes for one registered team (one place for its facts)."""
     return PlatformRecord(
         team=slot.name,
         lab=cfg.cluster.name,
         address=str(cfg.cluster.management_ip),
         network=network,
-        datastore=datastore,
-        schema=schema or slot.datastore_schema(cfg.project),
+        datastore=slot.datastore,
+        schema=slot.datastore_schema(cfg.project),
         api_port=slot.api_port,
         konnectivity_port=slot.konnectivity_port,
         mirror=cfg.mirror.endpoint if cfg.mirror else "",

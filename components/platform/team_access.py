@@ -5,7 +5,7 @@ TenantControlPlane, where Kamaji also keeps the control plane's certificates and
 credentials) with a ResourceQuota and LimitRange that bound what its control plane may take from
 the shared cluster, a ServiceAccount, a Role limited to what the team stack does there, and an
 admission policy that holds the team's TenantControlPlane to an allow-list
-(`control_plane_fields`): the platform's DataStore, the schema the platform names for the team
+(`control_plane_fields`): the team's own DataStore (TeamSlot.datastore), the schema the platform names for the team
 (compared for equality), the NodePorts the registry reserved for it, a replica cap, the pinned
 Konnectivity server version, and no field that would choose an image, an argument, a volume, a
 privilege or an exposure in the shared cluster. It also publishes there what the team stack needs
@@ -143,7 +143,6 @@ CONTROL_PLANE_QUOTA = {
 @dataclass
 class TeamAccessArgs:
     team: TeamSlot
-    datastore: pulumi.Input[str]
     # The Pulumi project: the team's DataStore schema is named from it (TeamSlot.datastore_schema).
     project: str
     # What the platform publishes for the team (platform_link.published_record(...).data()).
@@ -199,9 +198,7 @@ class TeamAccess(pulumi.ComponentResource):
         policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
             f"{name}-tcp-policy",
             metadata={"name": policy_name},
-            spec=pulumi.Output.from_input(args.datastore).apply(
-                lambda d: control_plane_policy(args.team, d, args.project)
-            ),
+            spec=control_plane_policy(args.team, args.team.datastore, args.project),
             opts=on,
         )
         policy_binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(

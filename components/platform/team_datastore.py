@@ -30,6 +30,7 @@ from components.config.chart_sources import ChartSource
 from components.config.model import CHARTS, TeamSlot
 from components.platform.component_options import waits_for
 from components.platform.helm import Chart, HelmReleaseArgs, helm_release
+from components.platform.kamaji import kamaji_etcd_image
 from components.providers.datastore_teardown import DataStoreTeardown
 
 ISSUER = "etcd-selfsigned"
@@ -56,19 +57,14 @@ def etcd_volume_gi(quota_mb: int) -> int:
 
 def team_etcd_values(slot: TeamSlot) -> dict[str, Any]:
     """kamaji-etcd's values for one team's etcd (its images pinned as Kamaji's own subchart's)."""
-
-    def image(ref: str, key: str = "image") -> dict[str, str]:
-        repository, tag = ref.rsplit(":", 1)
-        return {key: repository, "tag": tag}
-
     quota = slot.etcd_quota_mb
     return {
         "fullnameOverride": slot.datastore,
         "replicas": 1,
-        "image": {**image(versions.KAMAJI_ETCD_IMAGE, "repository"), "pullPolicy": "IfNotPresent"},
+        "image": {**kamaji_etcd_image(versions.KAMAJI_ETCD_IMAGE, "repository"), "pullPolicy": "IfNotPresent"},
         "jobs": {
-            "kubectl": image(versions.KAMAJI_ETCD_KUBECTL_IMAGE),
-            "etcd": {**image(versions.KAMAJI_ETCD_CLIENT_IMAGE), "pullPolicy": "IfNotPresent"},
+            "kubectl": kamaji_etcd_image(versions.KAMAJI_ETCD_KUBECTL_IMAGE),
+            "etcd": {**kamaji_etcd_image(versions.KAMAJI_ETCD_CLIENT_IMAGE), "pullPolicy": "IfNotPresent"},
         },
         "quotaBackendBytes": str(quota * 1024 * 1024),
         "persistentVolumeClaim": {
@@ -112,7 +108,7 @@ class TeamDataStore(pulumi.ComponentResource):
         slot = args.team
         self.name = slot.datastore
         self._component, self._args, self._after = name, args, waits_for(opts)
-        on = pulumi.ResourceOptions(parent=self, depends_on=waits_for(opts))
+        on = pulumi.ResourceOptions(parent=self, depends_on=self._after)
         self.namespace = k8s.core.v1.Namespace(f"{name}-ns", metadata={"name": slot.datastore}, opts=on)
         issuer = k8s.apiextensions.CustomResource(
             f"{name}-issuer",
@@ -128,7 +124,7 @@ class TeamDataStore(pulumi.ComponentResource):
             HelmReleaseArgs(
                 Chart(slot.datastore, *CHARTS["kamajiEtcd"]), slot.datastore, team_etcd_values(slot), args.chart
             ),
-            pulumi.ResourceOptions(parent=self, depends_on=[issuer, *waits_for(opts)]),
+            pulumi.ResourceOptions(parent=self, depends_on=[issuer, *self._after]),
         )
         self.register_outputs({"datastore": self.name, "etcd": self.release.status})
 

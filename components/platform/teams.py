@@ -41,12 +41,10 @@ def register_teams(
         store = TeamDataStore(
             f"team-{slot.name}-etcd", TeamDataStoreArgs(team=slot, kubeconfig=kubeconfig, chart=etcd_chart), opts=opts
         )
-        record = pulumi.Output.from_input(network).apply(
-            lambda n, slot=slot, store=store: published_record(slot, cfg, n, store.name).data()
-        )
+        record = pulumi.Output.from_input(network).apply(lambda n, slot=slot: published_record(slot, cfg, n).data())
         access = TeamAccess(
             f"team-{slot.name}",
-            TeamAccessArgs(team=slot, datastore=store.name, project=cfg.project, record=record),
+            TeamAccessArgs(team=slot, project=cfg.project, record=record),
             opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[store.release])),
         )
         store.guard([access])

@@ -11,7 +11,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, ReadResult, UpdateResult
 
 from components.kube.client import core_api
-from components.lifecycle.machines_joined import is_ready, machines, wait_for_machine
+from components.lifecycle.machines_joined import machines, ready_names, wait_for_machine
 from components.providers.base import Provider, ProviderResource, answering
 
 
@@ -32,8 +32,7 @@ class MachinesJoinedProvider(Provider):
 
     def look(self, id_: str, props: dict[str, Any]) -> ReadResult:
         core = answering(core_api(props["kubeconfig"]))
-        ready = sorted(n["metadata"]["name"] for n in machines(core, props["tenant"]) if is_ready(n))
-        return ReadResult(id_=id_, outs={**props, "ready": ready})
+        return ReadResult(id_=id_, outs={**props, "ready": ready_names(machines(core, props["tenant"]))})
 
     def drifted(self, olds: Mapping[str, Any]) -> bool:
         return not olds.get("ready")

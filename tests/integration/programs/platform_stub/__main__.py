@@ -21,9 +21,8 @@ for slot in cfg.teams:
         f"team-{slot.name}",
         TeamAccessArgs(
             team=slot,
-            datastore=slot.datastore,
             project="gpu-tenancy",
-            record=published_record(slot, cfg, "lab-net", slot.datastore).data(),
+            record=published_record(slot, cfg, "lab-net").data(),
         ),
         opts=pulumi.ResourceOptions(provider=provider),
     )
