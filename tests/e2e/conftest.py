@@ -1,7 +1,10 @@
-"""End-to-end tier: the reference lab's acceptance checks against a live dev stack on a Docker host.
+"""End-to-end tier: the reference lab's acceptance checks against live tenants on a Docker host.
 
-Runs only where a Docker engine answers and the dev stack is up (scripts/up-dev.sh); otherwise
-every test is skipped and says which of the two is missing.
+By default the dev stack of this checkout (scripts/up-dev.sh). GPU_TENANCY_E2E_STACKS names other
+stacks instead, each `DIR:STACK`, space-separated: a checkout holding its stack's state and
+passphrase as up-dev.sh keeps them (`.pulumi-state/`, `.pulumi-passphrase`), e.g. the team stacks
+of a platform, one per team, each in a checkout and backend of its own. Runs only where a Docker
+engine answers and every stack is up; otherwise every test is skipped and says which is missing.
 """
 
 from __future__ import annotations
@@ -9,20 +12,44 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+STACKS_ENV = "GPU_TENANCY_E2E_STACKS"
 
 
-def _pulumi(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env.setdefault("PULUMI_BACKEND_URL", f"file://{ROOT / '.pulumi-state'}")
-    if "PULUMI_CONFIG_PASSPHRASE" not in env:
-        env.setdefault("PULUMI_CONFIG_PASSPHRASE_FILE", str(ROOT / ".pulumi-passphrase"))
-    return subprocess.run(["pulumi", *args, "--stack", "dev"], cwd=ROOT, env=env, capture_output=True, text=True)
+@dataclass(frozen=True)
+class Stack:
+    where: Path
+    name: str
+    # Its checkout's own backend and passphrase (a team stack); False: as the caller's env says.
+    own_backend: bool
+
+    def pulumi(self, *args: str) -> subprocess.CompletedProcess:
+        env = dict(os.environ)
+        state, passphrase = f"file://{self.where / '.pulumi-state'}", str(self.where / ".pulumi-passphrase")
+        if self.own_backend:
+            env = {k: v for k, v in env.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
+            env.update(PULUMI_BACKEND_URL=state, PULUMI_CONFIG_PASSPHRASE_FILE=passphrase)
+        else:
+            env.setdefault("PULUMI_BACKEND_URL", state)
+            if "PULUMI_CONFIG_PASSPHRASE" not in env:
+                env.setdefault("PULUMI_CONFIG_PASSPHRASE_FILE", passphrase)
+        return subprocess.run(
+            ["pulumi", *args, "--stack", self.name], cwd=self.where, env=env, capture_output=True, text=True
+        )
+
+
+def stacks() -> list[Stack]:
+    listed = os.environ.get(STACKS_ENV, "").split()
+    if not listed:
+        return [Stack(ROOT, "dev", own_backend=False)]
+    return [Stack(Path(where), name, own_backend=True) for where, name in (item.rsplit(":", 1) for item in listed)]
 
 
 @pytest.fixture(scope="session")
@@ -37,13 +64,17 @@ def docker_host() -> None:
 
 @pytest.fixture(scope="session")
 def outputs(docker_host: None) -> dict[str, Any]:
-    try:
-        result = _pulumi("stack", "output", "--json", "--show-secrets")
-    except FileNotFoundError:
-        pytest.skip("no `pulumi` on PATH")
-    if result.returncode != 0 or not result.stdout.strip() or result.stdout.strip() == "{}":
-        pytest.skip(f"the dev stack is not up (run scripts/up-dev.sh): {result.stderr.strip()[:200]}")
-    return json.loads(result.stdout)
+    """Every tenant's outputs, from every stack under test (a tenant's name is its key)."""
+    merged: dict[str, Any] = {}
+    for stack in stacks():
+        try:
+            result = stack.pulumi("stack", "output", "--json", "--show-secrets")
+        except FileNotFoundError:
+            pytest.skip("no `pulumi` on PATH")
+        if result.returncode != 0 or not result.stdout.strip() or result.stdout.strip() == "{}":
+            pytest.skip(f"the stack {stack.name} is not up (run its `up`): {result.stderr.strip()[:200]}")
+        merged.update(json.loads(result.stdout))
+    return merged
 
 
 def tenant_core(outputs: dict[str, Any], tenant: str) -> Any:
@@ -62,16 +93,35 @@ def team_b(outputs: dict[str, Any]) -> Any:
     return tenant_core(outputs, "team-b")
 
 
+def own_cards(outputs: dict[str, Any], tenant: str) -> bool:
+    """A tenant of the team's own machines only: its cards are theirs (HAMi's NVIDIA plugin), not
+    the fake inventory the lab's checks of cards and releases read."""
+    return all(pool["mode"] == "external" for pool in outputs[tenant]["pools"].values())
+
+
+def skip_own_cards(outputs: dict[str, Any], tenant: str) -> None:
+    if own_cards(outputs, tenant):
+        pytest.skip(
+            f"{tenant}'s pools are all external: its cards are its machines' own (NVIDIA's plugin), and the"
+            " lab's machines have none"
+        )
+
+
 @pytest.fixture(scope="session")
-def pulumi_dev(outputs: dict[str, Any]):
-    return _pulumi
+def pulumi_stacks(outputs: dict[str, Any]) -> list[Callable[..., subprocess.CompletedProcess]]:
+    """Each stack under test's `pulumi ... --stack <name>`, in its own checkout and backend."""
+    return [stack.pulumi for stack in stacks()]
 
 
 @pytest.fixture(scope="session")
 def workload_image(outputs: dict[str, Any]) -> str:
-    """The image the dev stack's own first workload runs: one the lab's nodes can pull (a closed
+    """The image the stacks' own first workload runs: one the lab's nodes can pull (a closed
     network's mirror holds it), for the tier's own GPU pods."""
-    result = _pulumi("config", "get", "tenants", "--json")
-    assert result.returncode == 0, result.stderr
-    tenants = json.loads(json.loads(result.stdout)["value"])
-    return next(w["image"] for t in tenants for w in t.get("workloads", []))
+    for stack in stacks():
+        result = stack.pulumi("config", "get", "tenants", "--json")
+        assert result.returncode == 0, result.stderr
+        tenants = json.loads(json.loads(result.stdout)["value"])
+        images = [w["image"] for t in tenants for w in t.get("workloads", [])]
+        if images:
+            return images[0]
+    raise AssertionError("no stack under test has a workload: the tier's GPU pods run the stacks' own image")

@@ -235,14 +235,15 @@ class DevLab:
             docker(kind, "rm", *([] if kind == "network" else ["--force"]), obj, check=False)
 
 
-def _image_refs(work: Path, env: dict[str, str], pulled_by: str) -> list[str]:
+def image_refs(work: Path, env: dict[str, str], pulled_by: str, stack: str = "dev") -> list[str]:
+    """The images a stack's nodes (through the mirror) or the engine pull, by the stack's own config."""
     proc = subprocess.run(
         [
             str(work / ".venv/bin/python"),
             "-m",
             "components.reports.image_list",
             "--stack",
-            "dev",
+            stack,
             "--refs",
             "--pulled-by",
             pulled_by,
@@ -302,8 +303,8 @@ def dev_lab(scratch: Path, *also: Callable[[dict[str, Any]], None]) -> Iterator[
             engine: list[str] = []
             for variant in variants:
                 (work / STACK_FILE).write_text(yaml.safe_dump(variant, sort_keys=False))
-                nodes += [r for r in _image_refs(work, env, "nodes") if r not in nodes]
-                engine += [r for r in _image_refs(work, env, "engine") if r not in engine]
+                nodes += [r for r in image_refs(work, env, "nodes") if r not in nodes]
+                engine += [r for r in image_refs(work, env, "engine") if r not in engine]
             (work / STACK_FILE).write_text(yaml.safe_dump(config, sort_keys=False))
             absent = _absent(nodes + engine)
             if absent:
