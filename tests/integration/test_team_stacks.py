@@ -278,6 +278,38 @@ def test_teams_on_their_own_tokens(pulumi_cli, cluster, stacks):
     pulumi_cli("preview", "--expect-no-changes", "--stack", "team-b", cwd=work)
 
 
+def test_a_grant_in_docker_mode_needs_nothing_of_the_platforms_backend(pulumi_cli, cluster, stacks, tmp_path):
+    """grant-team.sh as the platform owner of a docker-mode lab runs it for a team stack kept in a
+    backend of its own: the lab's name comes from Pulumi.platform.yaml (not from a `pulumi config
+    get` of a stack that backend does not hold), the admin kubeconfig from the management node.
+    `docker` here is a stand-in that answers only for that node and that file."""
+    team, _, _ = stacks
+    work = team("team-a", tenant("team-a", 31443, 31132))
+    lab = yaml.safe_load((ROOT / "Pulumi.platform.yaml").read_text())["config"]["gpu-tenancy:cluster"]["name"]
+    admin = tmp_path / "admin.conf"
+    admin.write_text(cluster.kubeconfig_text)
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "docker").write_text(
+        "#!/bin/sh\n"
+        f'[ "$*" = "container inspect {lab}-management" ] && exit 0\n'
+        f'[ "$*" = "exec {lab}-management cat /etc/kubernetes/admin.conf" ] && exec cat {admin}\n'
+        'echo "unexpected: docker $*" >&2; exit 9\n'
+    )
+    (shim / "docker").chmod(0o755)
+    env = {**os.environ, **pulumi_cli.env, "TEAM_STACK": "team-a", "PULUMI_PROJECT_DIR": str(work)}
+    env["PATH"] = f"{shim}{os.pathsep}{env['PATH']}"
+    env.pop("MANAGEMENT_KUBECONFIG", None)
+    assert "platform" not in pulumi_cli("stack", "ls", cwd=work).stdout  # the team's backend holds no platform
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "grant-team.sh"), "team-a", "2"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    stack_file = yaml.safe_load((work / "Pulumi.team-a.yaml").read_text())["config"]
+    assert stack_file["team-link:managementServer"] == cluster_server(cluster.kubeconfig_text)
+    assert token_seconds_left(token_of(pulumi_cli, work, "team-a")) is not None
+
+
 def test_a_teams_control_plane_is_held_to_its_own_keys_and_ports(pulumi_cli, cluster, stacks):
     """Issue items 1 and 2 on the real API server, with Kamaji's CRD and the team's own token:
     the program's spec passes, anything of the shared cluster's a team could choose is refused
