@@ -114,12 +114,16 @@ def control_plane_policy(slot: TeamSlot, datastore: str, project: str) -> dict[s
 
 
 # The containers of one control-plane pod Kamaji runs (kube-apiserver, -controller-manager,
-# -scheduler, konnectivity-server), and what LimitRange gives one that names no resources.
+# -scheduler, konnectivity-server), and what LimitRange gives one that names no resources. A
+# request is what the scheduler reserves: an idle team's control-plane pod used 73m of CPU in all
+# (the platform lab, one worker), so 50m per container (200m per pod) leaves it room to work
+# while two teams, their etcds and Kamaji still fit a 2-core management node through a rollout's
+# surge (100m each did not: a second team's rollout stayed Pending, `Insufficient cpu`).
 CONTROL_PLANE_CONTAINERS = 4
 DEFAULT_MEMORY_LIMIT_GI = 1
 CONTAINER_LIMITS = {
     "type": "Container",
-    "defaultRequest": {"cpu": "100m", "memory": "128Mi"},
+    "defaultRequest": {"cpu": "50m", "memory": "128Mi"},
     "default": {"memory": f"{DEFAULT_MEMORY_LIMIT_GI}Gi"},
     "max": {"memory": "4Gi"},
 }
