@@ -24,11 +24,15 @@ redo, look and remove), each through its back-end of the same name (components.l
   tenant refuses the stored credential, the error says what to do.
 - `ProviderResource`: registers the inputs, the SECRETS among them as secrets, the OUTPUTS as
   still unknown and the SECRET_OUTPUTS (a token) as secrets too.
+- An error of the project's own (a gate that says what to do) reaches whoever runs `up` as its
+  message alone, not under a Python traceback (`plain_own_errors`).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pulumi
@@ -40,6 +44,39 @@ if TYPE_CHECKING:
     from kubernetes.client import CoreV1Api
 
 REFUSED = (401, 403)
+OWN_PACKAGE = "components."
+
+
+class _PlainOwnErrors:
+    """The dynamic-provider host's `traceback` module, but an error whose class is the project's
+    own is formatted as its message: those are written to be read by whoever runs `up` (which
+    machine to join, which control plane still uses a DataStore). Anything else is a bug and
+    keeps its traceback."""
+
+    def __init__(self, real: ModuleType):
+        self._real = real
+
+    def format_exc(self, *args: Any, **kwargs: Any) -> str:
+        exc = sys.exc_info()[1]
+        if exc is not None and type(exc).__module__.startswith(OWN_PACKAGE):
+            return str(exc)
+        return self._real.format_exc(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def plain_own_errors(host: ModuleType | None = None) -> None:
+    """Pulumi's Python dynamic-provider host (`python -m pulumi.dynamic`, its module running as
+    `__main__`) reports every error a provider raises as `traceback.format_exc()`; its `traceback`
+    is swapped for `_PlainOwnErrors` there, once. Anywhere else (the program, a test) nothing
+    changes. Runs when this module is first imported: the host imports it to load a provider."""
+    host = host or sys.modules.get("__main__")
+    if host is None or not hasattr(host, "DynamicResourceProviderServicer"):
+        return
+    real = getattr(host, "traceback", None)
+    if isinstance(real, ModuleType):
+        host.traceback = _PlainOwnErrors(real)  # type: ignore[attr-defined]
 
 
 class CredentialRefusedError(Exception):
@@ -139,3 +176,6 @@ class ProviderResource(Resource):
             secret = pulumi.ResourceOptions(additional_secret_outputs=list(provider.SECRET_OUTPUTS))
             opts = pulumi.ResourceOptions.merge(opts, secret)
         super().__init__(provider, name, {**props, **dict.fromkeys(provider.OUTPUTS)}, opts)
+
+
+plain_own_errors()

@@ -20,9 +20,8 @@ class MachinesJoinedProvider(Provider):
     OUTPUTS = ("ready",)
 
     def _wait(self, props: Mapping[str, Any]) -> list[str]:
-        return wait_for_machine(
-            core_api(props["kubeconfig"]), props["tenant"], props["pools"], float(props["timeout_seconds"])
-        )
+        pools = {pool: int(count) for pool, count in props["pools"].items()}  # the engine's numbers are floats
+        return wait_for_machine(core_api(props["kubeconfig"]), props["tenant"], pools, float(props["timeout_seconds"]))
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         return CreateResult(id_=f"{props['tenant']}/machines", outs={**props, "ready": self._wait(props)})
