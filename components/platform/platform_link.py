@@ -53,11 +53,12 @@ def record_problems(record: PlatformRecord, cfg: StackConfig, api_port: int, kon
         problems.append(
             f"cluster.managementIp is {str(cfg.cluster.management_ip)!r} but the platform's is {record.address!r}"
         )
-    if (api_port, konnectivity_port) != (record.api_port, record.konnectivity_port):
-        problems.append(
-            f"tenant {record.team!r} uses ports {api_port}/{konnectivity_port} but the platform reserved "
-            f"{record.api_port}/{record.konnectivity_port} for it"
-        )
+    for key, mine, reserved in (
+        ("apiPort", api_port, record.api_port),
+        ("konnectivityPort", konnectivity_port, record.konnectivity_port),
+    ):
+        if mine != reserved:  # a team stack holds one tenant: tenants[0]
+            problems.append(f"tenants[0].{key} is {mine} but the platform reserved {reserved} for {record.team!r}")
     problems += _mirror_problems(cfg.mirror, record.mirror or None)
     return problems
 

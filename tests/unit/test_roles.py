@@ -194,8 +194,11 @@ def test_two_team_stacks_cannot_collide():
 @pytest.mark.parametrize(
     ("change", "said"),
     [
-        ({"tenants[0].apiPort": 31444}, "uses ports 31444/31132 but the platform reserved 31443/31132 for it"),
-        ({"tenants[0].konnectivityPort": 31133}, "uses ports 31443/31133 but the platform reserved 31443/31132"),
+        ({"tenants[0].apiPort": 31444}, "tenants[0].apiPort is 31444 but the platform reserved 31443 for 'team-a'"),
+        (
+            {"tenants[0].konnectivityPort": 31133},
+            "tenants[0].konnectivityPort is 31133 but the platform reserved 31132 for 'team-a'",
+        ),
         ({"cluster.name": "other-lab"}, "cluster.name is 'other-lab' but the platform's lab is 'gpu-platform'"),
         ({"cluster.managementIp": "172.31.0.3"}, "cluster.managementIp is '172.31.0.3' but the platform's is"),
     ],
