@@ -174,8 +174,25 @@ def volumes() -> list[str]:
     return docker("volume", "ls", "--format", "{{.Name}}").splitlines()
 
 
+class LabObjects:
+    """A lab's Docker objects, by its `name` and the engine's `volumes_before` it (each lab's own
+    dataclass holds both)."""
+
+    name: str
+    volumes_before: frozenset[str]
+
+    def containers(self) -> list[str]:
+        return lab_containers(self.name)
+
+    def leftovers(self) -> list[str]:
+        return lab_leftovers(self.name, self.volumes_before)
+
+    def remove_leftovers(self) -> None:
+        remove_items(self.leftovers())
+
+
 @dataclass
-class DevLab:
+class DevLab(LabObjects):
     work: Path
     env: dict[str, str]
     name: str
@@ -211,28 +228,28 @@ class DevLab:
         change(doc["config"])
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
 
-    def containers(self) -> list[str]:
-        names = docker("ps", "--all", "--format", "{{.Names}}").splitlines()
-        return [n for n in names if n.startswith(f"{self.name}-")]
 
-    def leftovers(self) -> list[str]:
-        """The lab's Docker objects still present, by the names and label the stack gives them."""
-        found = [f"container {n}" for n in self.containers()]
-        found += [
-            f"network {n}" for n in docker("network", "ls", "--format", "{{.Name}}").splitlines() if n == self.name
-        ]
-        labelled = docker("volume", "ls", "--filter", f"label={TENANT_LABEL}", "--format", "{{.Name}}").splitlines()
-        found += [
-            f"volume {v}"
-            for v in volumes()
-            if v.startswith(f"{self.name}-") or v in labelled or v not in self.volumes_before
-        ]
-        return found
+def lab_containers(name: str) -> list[str]:
+    """The containers of the lab `name` (every Docker name the stacks give starts `<name>-`)."""
+    names = docker("ps", "--all", "--format", "{{.Names}}").splitlines()
+    return [n for n in names if n.startswith(f"{name}-")]
 
-    def remove_leftovers(self) -> None:
-        for item in self.leftovers():
-            kind, obj = item.split(" ", 1)
-            docker(kind, "rm", *([] if kind == "network" else ["--force"]), obj, check=False)
+
+def lab_leftovers(name: str, volumes_before: frozenset[str]) -> list[str]:
+    """The lab's Docker objects still present, by the names and label the stacks give them (and any
+    volume that was not there before the lab: a node's /var is anonymous)."""
+    found = [f"container {n}" for n in lab_containers(name)]
+    found += [f"network {n}" for n in docker("network", "ls", "--format", "{{.Name}}").splitlines() if n == name]
+    labelled = docker("volume", "ls", "--filter", f"label={TENANT_LABEL}", "--format", "{{.Name}}").splitlines()
+    found += [f"volume {v}" for v in volumes() if v.startswith(f"{name}-") or v in labelled or v not in volumes_before]
+    return found
+
+
+def remove_items(items: list[str]) -> None:
+    """Remove what `lab_leftovers` lists, by name."""
+    for item in items:
+        kind, obj = item.split(" ", 1)
+        docker(kind, "rm", *([] if kind == "network" else ["--force"]), obj, check=False)
 
 
 def image_refs(work: Path, env: dict[str, str], pulled_by: str, stack: str = "dev") -> list[str]:

@@ -35,7 +35,15 @@ from components.config.load import load_stack_file
 from components.config.versions import LAB_BUSYBOX_IMAGE, LAB_NODE_REPOSITORY, LAB_PYTHON_IMAGE
 from components.nodes.node_container import NodeContainer
 from components.nodes.registry_mirror import CONTAINERD, mirror_files
-from tests.support.dev_lab import CHART_DIRS, charts_dir, copy_project, image_refs, pip_ca, volumes
+from tests.support.dev_lab import (
+    CHART_DIRS,
+    LabObjects,
+    charts_dir,
+    copy_project,
+    image_refs,
+    pip_ca,
+    volumes,
+)
 from tests.support.docker_lab import NODE_MEMORY_MIB, ROOT, TunablesGuard, docker, ensure_engine, missing, read_tunables
 from tests.support.plugins import provider_plugins
 from tests.support.registry import Registry, bridge_gateway, lab_registry, push
@@ -166,7 +174,7 @@ def own_machines_only(config: dict[str, Any]) -> None:
 
 
 @dataclass
-class PlatformLab:
+class PlatformLab(LabObjects):
     scratch: Path
     name: str
     network: str
@@ -198,23 +206,6 @@ class PlatformLab:
         )
         self.machines.append(name)
         return name
-
-    def containers(self) -> list[str]:
-        names = docker("ps", "--all", "--format", "{{.Names}}").splitlines()
-        return [n for n in names if n.startswith(f"{self.name}-")]
-
-    def leftovers(self) -> list[str]:
-        found = [f"container {n}" for n in self.containers()]
-        found += [
-            f"network {n}" for n in docker("network", "ls", "--format", "{{.Name}}").splitlines() if n == self.network
-        ]
-        found += [f"volume {v}" for v in volumes() if v.startswith(f"{self.name}-") or v not in self.volumes_before]
-        return found
-
-    def remove_leftovers(self) -> None:
-        for item in self.leftovers():
-            kind, obj = item.split(" ", 1)
-            docker(kind, "rm", *([] if kind == "network" else ["--force"]), obj, check=False)
 
 
 def _absent(refs: list[str]) -> list[str]:
