@@ -20,7 +20,7 @@ import yaml
 from kubernetes import client
 
 from components.config.versions import LAB_NODE_REPOSITORY
-from components.domain.names import PLATFORM_RECORD, team_datastore
+from components.domain.names import HAMI_NAMESPACE, PLATFORM_RECORD, team_datastore
 from components.kube.client import api_client, cluster_ca, cluster_server, core_api, token_kubeconfig
 from components.kube.waiting import wait_until
 from tests.support.dev_lab import Sampler
@@ -87,6 +87,15 @@ def lab(tmp_path_factory) -> Iterator[PlatformLab]:
         result = b.up(label="team-b up after the join")
         assert result.returncode == 0, _tail(result)
         peaks = sampler.stop()
+        hami = core_api(b.outputs()[TEAM_B]["kubeconfig"]).list_namespaced_pod(HAMI_NAMESPACE).items
+        print(
+            "\n[seen] team-b's HAMi on its own machine: "
+            + "; ".join(
+                f"{p.metadata.name} {p.status.phase} restarts "
+                + str(sum(c.restart_count for c in p.status.container_statuses or []))
+                for p in hami
+            )
+        )
         seconds = {**lab.platform.seconds, **a.seconds, **b.seconds}
         print(
             "\n[measured] "
