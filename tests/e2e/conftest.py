@@ -99,12 +99,18 @@ def own_cards(outputs: dict[str, Any], tenant: str) -> bool:
     return all(pool["mode"] == "external" for pool in outputs[tenant]["pools"].values())
 
 
-def skip_own_cards(outputs: dict[str, Any], tenant: str) -> None:
-    if own_cards(outputs, tenant):
-        pytest.skip(
-            f"{tenant}'s pools are all external: its cards are its machines' own (NVIDIA's plugin), and the"
-            " lab's machines have none"
-        )
+@pytest.fixture(scope="session")
+def skip_own_cards(outputs: dict[str, Any]) -> Callable[[str], None]:
+    """Skips a check of fake cards for a tenant whose cards would be its machines' own, saying so."""
+
+    def skip(tenant: str) -> None:
+        if own_cards(outputs, tenant):
+            pytest.skip(
+                f"{tenant}'s pools are all external: its cards are its machines' own (NVIDIA's plugin), and the"
+                " lab's machines have none"
+            )
+
+    return skip
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,6 @@ from components.domain import hami_annotations as ha
 from components.domain.names import POOL_LABEL, TENANT_LABEL
 from components.kube import hami_reasons
 from components.kube.waiting import TimedOut, wait_until
-from tests.e2e.conftest import skip_own_cards
 from tests.support.gpu_pods import create_gpu_pod
 from tests.support.waits import settles
 
@@ -68,8 +67,8 @@ def test_2_each_tenant_sees_only_its_own_pods(team_a, team_b):
 @pytest.mark.parametrize(
     ("tenant", "model", "memory"), [("team-a", "NVIDIA A100-SXM4-80GB", 81920), ("team-b", "NVIDIA L4", 23034)]
 )
-def test_3_each_tenant_sees_only_its_own_gpu_capacity(outputs, team_a, team_b, tenant, model, memory):
-    skip_own_cards(outputs, tenant)
+def test_3_each_tenant_sees_only_its_own_gpu_capacity(skip_own_cards, team_a, team_b, tenant, model, memory):
+    skip_own_cards(tenant)
     core = {"team-a": team_a, "team-b": team_b}[tenant]
     for node in core.list_node().items:
         devices = ha.decode_node_register(node.metadata.annotations[ha.NODE_REGISTER])
@@ -198,8 +197,8 @@ spec:
     wait_bind_phase(team_a, f"{PREFIX}-by-kubectl", ha.PHASE_SUCCESS)
 
 
-def test_10_team_bs_l4_pod_runs_released(outputs, team_b):
-    skip_own_cards(outputs, "team-b")
+def test_10_team_bs_l4_pod_runs_released(skip_own_cards, team_b):
+    skip_own_cards("team-b")
     pod = team_b.read_namespaced_pod("inference-l4", "inference")
     assert pod.status.phase == "Running", pod.status.phase
     assert pod.metadata.annotations.get(ha.BIND_PHASE) == ha.PHASE_SUCCESS
