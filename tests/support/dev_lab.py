@@ -275,7 +275,8 @@ def image_refs(work: Path, env: dict[str, str], pulled_by: str, stack: str = "de
     return proc.stdout.split()
 
 
-def _absent(refs: list[str]) -> list[str]:
+def absent_images(refs: list[str]) -> list[str]:
+    """The references the Docker engine does not hold."""
     return [r for r in refs if not docker("image", "inspect", "--format", "{{.Id}}", r, check=False)]
 
 
@@ -323,7 +324,7 @@ def dev_lab(scratch: Path, *also: Callable[[dict[str, Any]], None]) -> Iterator[
                 nodes += [r for r in image_refs(work, env, "nodes") if r not in nodes]
                 engine += [r for r in image_refs(work, env, "engine") if r not in engine]
             (work / STACK_FILE).write_text(yaml.safe_dump(config, sort_keys=False))
-            absent = _absent(nodes + engine)
+            absent = absent_images(nodes + engine)
             if absent:
                 missing(f"not in the Docker engine: {', '.join(absent)} (tools/images/build.sh all; docs/lab.md)")
             push(reg, *nodes)

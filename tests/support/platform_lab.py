@@ -38,6 +38,7 @@ from components.nodes.registry_mirror import CONTAINERD, mirror_files
 from tests.support.dev_lab import (
     CHART_DIRS,
     LabObjects,
+    absent_images,
     charts_dir,
     copy_project,
     image_refs,
@@ -208,10 +209,6 @@ class PlatformLab(LabObjects):
         return name
 
 
-def _absent(refs: list[str]) -> list[str]:
-    return [r for r in refs if not docker("image", "inspect", "--format", "{{.Id}}", r, check=False)]
-
-
 @contextmanager
 def platform_lab(scratch: Path) -> Iterator[PlatformLab]:
     """Three checkouts ready to `up` (platform, team-a, team-b), the registry started and filled
@@ -247,7 +244,7 @@ def platform_lab(scratch: Path) -> Iterator[PlatformLab]:
             for owner in (platform, a, b):
                 nodes += [r for r in image_refs(owner.work, owner.env, "nodes", owner.stack) if r not in nodes]
                 engine += [r for r in image_refs(owner.work, owner.env, "engine", owner.stack) if r not in engine]
-            absent = _absent(nodes + engine)
+            absent = absent_images(nodes + engine)
             if absent:
                 missing(f"not in the Docker engine: {', '.join(absent)} (tools/images/build.sh all; docs/lab.md)")
             push(reg, *nodes)
